@@ -1,0 +1,1 @@
+//! shadow-runtime core.
