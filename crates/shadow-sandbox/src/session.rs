@@ -377,6 +377,14 @@ impl Store {
             .recursive(true)
             .create(root.join("sessions"))
             .ctx(|| format!("cannot create store {}", root.display()))?;
+        // A pre-existing, looser sessions dir (made by hand, or an old
+        // version) is tightened: it is the one that guards every session.
+        let sessions = root.join("sessions");
+        let meta = fs::metadata(&sessions).ctx(|| format!("cannot stat {}", sessions.display()))?;
+        if meta.mode() & 0o077 != 0 {
+            fs::set_permissions(&sessions, fs::Permissions::from_mode(0o700))
+                .ctx(|| format!("cannot chmod {}", sessions.display()))?;
+        }
         Ok(Store { root })
     }
 
@@ -439,9 +447,15 @@ impl Store {
             };
             let build = || -> Result<()> {
                 mkdir_private(&tmp)?;
-                for sub in ["upper", "work", "bundle", "bundle/rootfs"] {
+                for sub in ["upper", "work", "bundle"] {
                     mkdir_private(&tmp.join(sub))?;
                 }
+                // The container's `/`: 0755 like a real root (bundle/ above
+                // it is 0700, which is what keeps other users out).
+                fs::DirBuilder::new()
+                    .mode(0o755)
+                    .create(tmp.join("bundle/rootfs"))
+                    .ctx(|| format!("cannot create {}", tmp.display()))?;
                 write_meta(&tmp.join("meta.json"), &meta)?;
                 fsync_dir(&tmp)
             };

@@ -8,7 +8,7 @@
 
 use std::fs;
 use std::io::ErrorKind;
-use std::os::unix::fs::{symlink, DirBuilderExt};
+use std::os::unix::fs::{symlink, DirBuilderExt, PermissionsExt};
 use std::path::Path;
 
 use crate::error::{Error, IoContext, Result};
@@ -61,6 +61,13 @@ pub fn prepare_skeleton(dir: &Path, host: &HostView) -> Result<()> {
             mkdir(&path)?;
         }
     }
+    // Some runtimes (runc) give a tmpfs the mode of its mountpoint rather
+    // than its `mode=` option, so the mountpoint carries the intended one.
+    let tmp = dir.join("tmp");
+    if fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir()) {
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o1777))
+            .ctx(|| format!("cannot chmod {}", tmp.display()))?;
+    }
     Ok(())
 }
 
@@ -68,7 +75,6 @@ pub fn prepare_skeleton(dir: &Path, host: &HostView) -> Result<()> {
 mod tests {
     use super::*;
     use crate::hostview::HostEntry;
-    use std::os::unix::fs::PermissionsExt;
     use std::path::PathBuf;
 
     fn host() -> HostView {
@@ -120,7 +126,11 @@ mod tests {
             fs::read_link(dir.join("lib64")).unwrap(),
             PathBuf::from("usr/lib64")
         );
-        for d in ["etc", "usr", "var", "proc", "dev", "tmp"] {
+        assert_eq!(
+            fs::metadata(dir.join("tmp")).unwrap().permissions().mode() & 0o7777,
+            0o1777
+        );
+        for d in ["etc", "usr", "var", "proc", "dev"] {
             let m = fs::symlink_metadata(dir.join(d)).unwrap();
             assert!(m.is_dir(), "{d}");
             assert_eq!(

@@ -101,6 +101,12 @@ fn store_location() {
         PathBuf::from("/s")
     );
     assert!(Store::open("relative").is_err());
+    let t = tempfile::tempdir().unwrap();
+    fs::create_dir(t.path().join("sessions")).unwrap();
+    fs::set_permissions(t.path().join("sessions"), fs::Permissions::from_mode(0o755)).unwrap();
+    Store::open(t.path()).unwrap();
+    let mode = fs::metadata(t.path().join("sessions")).unwrap().mode() & 0o777;
+    assert_eq!(mode, 0o700, "loose sessions dir tightened");
 }
 
 #[test]
@@ -130,6 +136,8 @@ fn create_load_layout_and_meta() {
     for d in ["upper", "work", "bundle", "bundle/rootfs"] {
         assert!(s.dir.join(d).is_dir(), "{d}");
     }
+    assert_eq!(fs::metadata(s.rootfs_dir()).unwrap().mode() & 0o777, 0o755);
+    assert_eq!(fs::metadata(s.bundle_dir()).unwrap().mode() & 0o777, 0o700);
     let mode = fs::metadata(f.store.root().join("sessions"))
         .unwrap()
         .mode()
