@@ -1,0 +1,484 @@
+//! The apply journal: crash safety, locking and recovery.
+//!
+//! Layout of a journal directory (one per project):
+//!
+//! ```text
+//! lock                 flock(2)ed exclusively (non-blocking) by apply/rollback/recover
+//! pending.tmp/         a journal being written; the project is untouched yet
+//! pending/             committed journal of an apply in progress (or crashed)
+//!   journal.json       every target: state before, backup name, state after
+//!   backups/N          original content of regular files
+//! applied/<id>/        completed applies, newest last (same layout)
+//! rolling-back/        a rollback in progress (or crashed)
+//! *.done/              finished directories being deleted
+//! ```
+//!
+//! Protocol: backups and `journal.json` are written and fsynced in
+//! `pending.tmp/`, which is renamed to `pending/` (the commit point; the
+//! journal directory is fsynced). Only then is the project touched. Each
+//! file is written to a temporary file in its target directory, fsynced and
+//! renamed over the target; each touched directory is fsynced once at the
+//! end. Finally `pending/` is renamed to `applied/<id>/` — the apply is
+//! complete exactly when that rename is durable.
+//!
+//! [`recover`] (to be called at every start of shadow) undoes an
+//! interrupted apply: it restores every journaled path to its recorded
+//! before-state, idempotently, so a crash during recovery is recovered by
+//! the next call. An interrupted rollback is finished the same way. The
+//! project is therefore always either exactly as before an apply or
+//! exactly as after it.
+//!
+//! Threats: crashes and power loss at any point (journal before writes,
+//! fsync before rename, idempotent undo), and concurrent shadow processes
+//! (a non-blocking exclusive flock; the second gets [`Error::Locked`]
+//! instead of waiting or interleaving).
+//!
+//! # Test hook
+//!
+//! `SHADOW_APPLY_CRASH_AFTER=N` makes [`crate::apply()`] call
+//! `std::process::abort()` right after its N-th file system mutation
+//! (journal writes included). It exists only so integration tests can
+//! simulate a crash at every step; do not set it otherwise.
+
+use std::cell::Cell;
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FlockOperation, Mode};
+use rustix::io::Errno;
+use serde::{Deserialize, Serialize};
+
+use crate::base::{current_state, EntryState};
+use crate::error::{Error, IoContext, Result};
+use crate::safefs::{self, chown_best_effort, open_nofollow, remove_if_exists, write_tmp, Root};
+
+pub(crate) const LOCK: &str = "lock";
+pub(crate) const PREPARING: &str = "pending.tmp";
+pub(crate) const PENDING: &str = "pending";
+pub(crate) const APPLIED: &str = "applied";
+pub(crate) const ROLLING_BACK: &str = "rolling-back";
+pub(crate) const JOURNAL_FILE: &str = "journal.json";
+pub(crate) const BACKUPS: &str = "backups";
+
+/// Name of the crash test hook variable.
+pub const CRASH_ENV: &str = "SHADOW_APPLY_CRASH_AFTER";
+
+/// Counts file system mutations; aborts the process at the configured one.
+#[derive(Debug, Default)]
+pub(crate) struct Mutator {
+    count: Cell<usize>,
+    crash_after: Option<usize>,
+}
+
+impl Mutator {
+    pub(crate) fn from_env() -> Self {
+        Mutator {
+            count: Cell::new(0),
+            crash_after: std::env::var(CRASH_ENV).ok().and_then(|v| v.parse().ok()),
+        }
+    }
+
+    pub(crate) fn tick(&self) {
+        let n = self.count.get() + 1;
+        self.count.set(n);
+        if self.crash_after == Some(n) {
+            std::process::abort();
+        }
+    }
+
+    pub(crate) fn count(&self) -> usize {
+        self.count.get()
+    }
+}
+
+/// One journaled target.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct JournalEntry {
+    pub path: PathBuf,
+    pub tmp: String,
+    pub before: EntryState,
+    pub owner: Option<(u32, u32)>,
+    pub backup: Option<String>,
+    pub after: EntryState,
+}
+
+/// A journal document.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Journal {
+    pub version: u32,
+    pub id: String,
+    pub project: PathBuf,
+    pub entries: Vec<JournalEntry>,
+}
+
+impl Journal {
+    pub(crate) fn load(dir: &Path) -> Result<Self> {
+        let p = dir.join(JOURNAL_FILE);
+        let s = std::fs::read_to_string(&p).ctx("read", &p)?;
+        serde_json::from_str(&s).map_err(|e| Error::Journal {
+            path: p,
+            msg: e.to_string(),
+        })
+    }
+}
+
+/// fsync a directory by path.
+pub(crate) fn fsync_dir(path: &Path) -> Result<()> {
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .ctx("fsync directory", path)
+}
+
+/// Write `contents` to `path` via a fsynced temporary file and rename,
+/// then fsync the parent directory.
+pub(crate) fn write_json_atomic(path: &Path, contents: &str) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = File::create(&tmp).ctx("create", &tmp)?;
+    f.write_all(contents.as_bytes()).ctx("write", &tmp)?;
+    f.sync_all().ctx("fsync", &tmp)?;
+    std::fs::rename(&tmp, path).ctx("rename", path)?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fsync_dir(parent)?;
+    }
+    Ok(())
+}
+
+/// Held while an apply, rollback or recover runs.
+#[derive(Debug)]
+pub(crate) struct LockGuard {
+    _file: File,
+}
+
+/// Take the journal lock without waiting.
+pub(crate) fn lock(journal_dir: &Path) -> Result<LockGuard> {
+    std::fs::create_dir_all(journal_dir).ctx("create directory", journal_dir)?;
+    let p = journal_dir.join(LOCK);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&p)
+        .ctx("open", &p)?;
+    match rustix::fs::flock(&f, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(LockGuard { _file: f }),
+        Err(Errno::WOULDBLOCK) => Err(Error::Locked { path: p }),
+        Err(e) => Err(Error::io("flock", &p, e)),
+    }
+}
+
+/// Remove a finished journal directory crash-safely: rename it to
+/// `<name>.done` first so that a half-deleted directory is never mistaken
+/// for a live journal.
+pub(crate) fn discard(journal_dir: &Path, dir: &Path) -> Result<()> {
+    let name = dir.file_name().unwrap_or(OsStr::new("x"));
+    let mut done = name.to_owned();
+    done.push(".done");
+    let done = journal_dir.join(done);
+    std::fs::rename(dir, &done).ctx("rename", dir)?;
+    fsync_dir(journal_dir)?;
+    std::fs::remove_dir_all(&done).ctx("remove", &done)?;
+    Ok(())
+}
+
+fn sweep_done(journal_dir: &Path) -> Result<()> {
+    let rd = match std::fs::read_dir(journal_dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("read directory", journal_dir, e)),
+    };
+    for e in rd {
+        let e = e.ctx("read directory", journal_dir)?;
+        if e.file_name().as_bytes().ends_with(b".done") {
+            std::fs::remove_dir_all(e.path()).ctx("remove", e.path())?;
+        }
+    }
+    Ok(())
+}
+
+fn parent_of(rel: &Path) -> PathBuf {
+    rel.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// fsync every directory in `dirs` that still exists.
+pub(crate) fn fsync_dirs(root: &Root, dirs: &BTreeSet<PathBuf>) -> Result<()> {
+    for d in dirs {
+        match root.open_dir(d) {
+            Ok(fd) => rustix::fs::fsync(&fd).ctx("fsync directory", root.show(d))?,
+            Err(e) if safefs::is_absent(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn remove_entry(root: &Root, rel: &Path, is_dir: bool, m: &Mutator) -> Result<()> {
+    let (dir, name) = root.parent(rel)?;
+    let flags = if is_dir {
+        AtFlags::REMOVEDIR
+    } else {
+        AtFlags::empty()
+    };
+    match rustix::fs::unlinkat(&dir, name, flags) {
+        Ok(()) => {
+            m.tick();
+            Ok(())
+        }
+        Err(Errno::NOENT) => Ok(()),
+        Err(Errno::NOTEMPTY) | Err(Errno::EXIST) => Err(Error::Conflict {
+            path: root.show(rel),
+            msg: "directory is not empty (it contains files that are not part of the change)".into(),
+        }),
+        Err(e) => Err(Error::io("remove", root.show(rel), e)),
+    }
+}
+
+/// Make `rel` a regular file with `content` and `mode` (atomic replace).
+pub(crate) fn put_file(
+    root: &Root,
+    rel: &Path,
+    tmp: &str,
+    content: &[u8],
+    mode: u32,
+    owner: Option<(u32, u32)>,
+    m: &Mutator,
+) -> Result<()> {
+    let (dir, name) = root.parent(rel)?;
+    let tmp = OsStr::new(tmp);
+    write_tmp(&dir, tmp, content, mode, owner).ctx("write temporary file", root.show(rel))?;
+    m.tick();
+    rustix::fs::renameat(&dir, tmp, &dir, name).ctx("rename", root.show(rel))?;
+    m.tick();
+    Ok(())
+}
+
+/// Make `rel` a symlink to `target` (atomic replace).
+pub(crate) fn put_symlink(
+    root: &Root,
+    rel: &Path,
+    tmp: &str,
+    target: &Path,
+    owner: Option<(u32, u32)>,
+    m: &Mutator,
+) -> Result<()> {
+    let (dir, name) = root.parent(rel)?;
+    let tmp = OsStr::new(tmp);
+    remove_if_exists(&dir, tmp).ctx("remove", root.show(rel))?;
+    rustix::fs::symlinkat(target, &dir, tmp).ctx("symlink", root.show(rel))?;
+    m.tick();
+    if let Some((uid, gid)) = owner {
+        let _ = rustix::fs::chownat(
+            &dir,
+            tmp,
+            Some(rustix::fs::Uid::from_raw(uid)),
+            Some(rustix::fs::Gid::from_raw(gid)),
+            AtFlags::SYMLINK_NOFOLLOW,
+        );
+    }
+    rustix::fs::renameat(&dir, tmp, &dir, name).ctx("rename", root.show(rel))?;
+    m.tick();
+    Ok(())
+}
+
+/// Make `rel` a directory with `mode` (creating it if absent).
+pub(crate) fn put_dir(
+    root: &Root,
+    rel: &Path,
+    mode: u32,
+    owner: Option<(u32, u32)>,
+    m: &Mutator,
+) -> Result<()> {
+    let (dir, name) = root.parent(rel)?;
+    match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o700)) {
+        Ok(()) => m.tick(),
+        Err(Errno::EXIST) => {}
+        Err(e) => return Err(Error::io("mkdir", root.show(rel), e)),
+    }
+    let f = rustix::fs::openat(
+        &dir,
+        name,
+        rustix::fs::OFlags::RDONLY
+            | rustix::fs::OFlags::DIRECTORY
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ctx("open directory", root.show(rel))?;
+    if let Some((uid, gid)) = owner {
+        chown_best_effort(&f, uid, gid);
+    }
+    rustix::fs::fchmod(&f, Mode::from_raw_mode(mode & 0o777)).ctx("chmod", root.show(rel))?;
+    m.tick();
+    Ok(())
+}
+
+/// Change the mode of the existing file or directory `rel`, which must be
+/// of type `expect_dir`.
+pub(crate) fn put_mode(root: &Root, rel: &Path, mode: u32, expect_dir: bool, m: &Mutator) -> Result<()> {
+    let (dir, name) = root.parent(rel)?;
+    let f = open_nofollow(&dir, name).ctx("open", root.show(rel))?;
+    let md = f.metadata().ctx("fstat", root.show(rel))?;
+    if md.is_dir() != expect_dir || !(md.is_dir() || md.is_file()) {
+        return Err(Error::Conflict {
+            path: root.show(rel),
+            msg: "file type changed underneath the apply".into(),
+        });
+    }
+    rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).ctx("chmod", root.show(rel))?;
+    m.tick();
+    Ok(())
+}
+
+/// Whether the current state of `rel` equals `want` (ownership ignored).
+pub(crate) fn state_matches(root: &Root, rel: &Path, want: &EntryState) -> Result<bool> {
+    Ok(current_state(root, rel)?.0 == *want)
+}
+
+/// Restore every entry of `j` to its before-state. Idempotent.
+pub(crate) fn undo(root: &Root, txn: &Path, j: &Journal, m: &Mutator) -> Result<()> {
+    let mut dirs = BTreeSet::new();
+    // 1. Temporary files a crashed apply may have left behind.
+    for e in &j.entries {
+        match root.parent(&e.path) {
+            Ok((dir, _)) => {
+                if remove_if_exists(&dir, OsStr::new(&e.tmp)).ctx("remove", root.show(&e.path))? {
+                    m.tick();
+                    dirs.insert(parent_of(&e.path));
+                }
+            }
+            Err(err) if safefs::is_absent(&err) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    // 2. Deepest first: remove whatever has the wrong type (or should not exist).
+    for e in j.entries.iter().rev() {
+        let Some(md) = root.probe(&e.path)? else {
+            continue;
+        };
+        let cur = crate::model::FileType::of(md.file_type());
+        if e.before.file_type() != Some(cur) {
+            remove_entry(root, &e.path, md.is_dir(), m)?;
+            dirs.insert(parent_of(&e.path));
+        }
+    }
+    // 3. Parents first: recreate the before-states.
+    for e in &j.entries {
+        match &e.before {
+            EntryState::Absent => {}
+            EntryState::File { mode, sha256, .. } => {
+                if state_matches(root, &e.path, &e.before)? {
+                    continue;
+                }
+                let name = e.backup.as_deref().ok_or_else(|| Error::Journal {
+                    path: txn.join(JOURNAL_FILE),
+                    msg: format!("no backup for {}", e.path.display()),
+                })?;
+                let bp = txn.join(BACKUPS).join(name);
+                let content = std::fs::read(&bp).ctx("read backup", &bp)?;
+                if crate::model::sha256_hex(&content) != *sha256 {
+                    return Err(Error::Journal {
+                        path: bp,
+                        msg: "backup content does not match its recorded hash".into(),
+                    });
+                }
+                put_file(root, &e.path, &e.tmp, &content, *mode, e.owner, m)?;
+                // Restore setuid/setgid/sticky bits the original had.
+                if mode & 0o7000 != 0 {
+                    put_mode(root, &e.path, *mode, false, m)?;
+                }
+                dirs.insert(parent_of(&e.path));
+            }
+            EntryState::Symlink { target } => {
+                if state_matches(root, &e.path, &e.before)? {
+                    continue;
+                }
+                put_symlink(root, &e.path, &e.tmp, target, e.owner, m)?;
+                dirs.insert(parent_of(&e.path));
+            }
+            EntryState::Dir { mode } => {
+                if state_matches(root, &e.path, &e.before)? {
+                    continue;
+                }
+                put_dir(root, &e.path, *mode, e.owner, m)?;
+                if mode & 0o7000 != 0 {
+                    put_mode(root, &e.path, *mode, true, m)?;
+                }
+                dirs.insert(parent_of(&e.path));
+            }
+            EntryState::Other { .. } => {
+                return Err(Error::Journal {
+                    path: txn.join(JOURNAL_FILE),
+                    msg: format!("cannot restore special file {}", e.path.display()),
+                })
+            }
+        }
+    }
+    fsync_dirs(root, &dirs)
+}
+
+/// What [`recover`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecoverOutcome {
+    /// Nothing was interrupted.
+    Clean,
+    /// An interrupted apply was undone; the project is as before it.
+    UndidApply {
+        /// Journal id of the apply.
+        id: String,
+        /// Paths restored.
+        paths: Vec<PathBuf>,
+    },
+    /// An interrupted rollback was finished; the project is as before the
+    /// rolled-back apply.
+    FinishedRollback {
+        /// Journal id of the rolled-back apply.
+        id: String,
+    },
+}
+
+/// Finish or undo whatever an interrupted apply or rollback left in
+/// `journal_dir`. Call at every start of shadow. Safe to call when nothing
+/// is pending, and safe to re-run after a crash during recovery.
+pub fn recover(journal_dir: &Path) -> Result<RecoverOutcome> {
+    if !journal_dir.exists() {
+        return Ok(RecoverOutcome::Clean);
+    }
+    let _lock = lock(journal_dir)?;
+    recover_locked(journal_dir)
+}
+
+pub(crate) fn recover_locked(journal_dir: &Path) -> Result<RecoverOutcome> {
+    sweep_done(journal_dir)?;
+    let preparing = journal_dir.join(PREPARING);
+    if preparing.exists() {
+        // Never committed: the project was not touched.
+        std::fs::remove_dir_all(&preparing).ctx("remove", &preparing)?;
+        fsync_dir(journal_dir)?;
+    }
+    let m = Mutator::default();
+    let pending = journal_dir.join(PENDING);
+    if pending.exists() {
+        let j = Journal::load(&pending)?;
+        let root = Root::open(&j.project)?;
+        undo(&root, &pending, &j, &m)?;
+        discard(journal_dir, &pending)?;
+        return Ok(RecoverOutcome::UndidApply {
+            id: j.id,
+            paths: j.entries.into_iter().map(|e| e.path).collect(),
+        });
+    }
+    let rb = journal_dir.join(ROLLING_BACK);
+    if rb.exists() {
+        let j = Journal::load(&rb)?;
+        let root = Root::open(&j.project)?;
+        undo(&root, &rb, &j, &m)?;
+        discard(journal_dir, &rb)?;
+        return Ok(RecoverOutcome::FinishedRollback { id: j.id });
+    }
+    Ok(RecoverOutcome::Clean)
+}
