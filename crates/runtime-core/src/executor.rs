@@ -1,0 +1,60 @@
+//! The workload executor: the last code that runs inside the container before the payload.
+//!
+//! It wraps libcontainer's default executor (PATH lookup + `execvp`) and adds, in this order:
+//! - a fresh anonymous session keyring (runc's default; `--no-new-keyring` skips it) so the
+//!   container cannot reach keys in the caller's session keyring;
+//! - later: the Landlock ruleset carried in the bundle (profiles issue).
+//!
+//! Note: libcontainer's `setup_envs` replaces the process environment with the spec's before
+//! `exec` runs, so nothing here may rely on the host environment.
+
+use libcontainer::workload::{
+    default::DefaultExecutor, Executor, ExecutorError, ExecutorValidationError,
+};
+use oci_spec::runtime::Spec;
+
+/// Executor used for every container process (init and exec).
+#[derive(Debug, Clone, Default)]
+pub struct ShadowExecutor {
+    /// Do not create a new session keyring (runc's `--no-new-keyring`).
+    pub no_new_keyring: bool,
+}
+
+impl Executor for ShadowExecutor {
+    fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        if !self.no_new_keyring {
+            join_new_session_keyring()?;
+        }
+        DefaultExecutor {}.exec(spec)
+    }
+
+    fn validate(&self, spec: &Spec) -> Result<(), ExecutorValidationError> {
+        DefaultExecutor {}.validate(spec)
+    }
+}
+
+fn join_new_session_keyring() -> Result<(), ExecutorError> {
+    const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+    // SAFETY: keyctl(JOIN_SESSION_KEYRING, NULL) creates and joins an anonymous keyring; the NULL
+    // name pointer is allowed and no memory of ours is written.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_JOIN_SESSION_KEYRING,
+            std::ptr::null::<libc::c_char>(),
+        )
+    };
+    if rc >= 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        // No keyring support in the kernel, or keyctl denied by the container's own seccomp
+        // profile (Docker's default denies it): in both cases the payload cannot reach any
+        // keyring either, so there is nothing left to isolate.
+        Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::EACCES) => Ok(()),
+        _ => Err(ExecutorError::Other(format!(
+            "failed to create a new session keyring: {err}"
+        ))),
+    }
+}

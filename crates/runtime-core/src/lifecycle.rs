@@ -1,0 +1,151 @@
+//! `start`, `kill`, `delete`, `pause`, `resume`: state transitions of an existing container, each
+//! under the container's lock.
+
+use libcontainer::container::ContainerStatus;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::lock::ContainerLock;
+use crate::{container, prepare, root, signal, Globals};
+
+fn not_running(id: &str) -> Error {
+    Error::new(
+        ErrorKind::NotRunning,
+        format!("container \"{id}\" is not running: container not running"),
+    )
+}
+
+/// `start ID`: let the created container's init run its process.
+pub fn start(g: &Globals, id: &str) -> Result<()> {
+    let root = root::existing(&g.root)?;
+    let _lock = ContainerLock::acquire_existing(&root, id)?;
+    let mut c = container::load(&root, id)?;
+    match c.status() {
+        ContainerStatus::Created => c
+            .start()
+            .map_err(|e| Error::from_libcontainer(format!("start container {id}"), &e)),
+        ContainerStatus::Stopped => Err(Error::new(
+            ErrorKind::InvalidState,
+            "cannot start a container that has stopped",
+        )),
+        ContainerStatus::Running | ContainerStatus::Paused => Err(Error::new(
+            ErrorKind::InvalidState,
+            "cannot start an already running container",
+        )),
+        ContainerStatus::Creating => Err(Error::new(
+            ErrorKind::InvalidState,
+            "cannot start a container that is still being created",
+        )),
+    }
+}
+
+/// `kill ID [SIGNAL] [--all]`.
+pub fn kill(g: &Globals, id: &str, sig: &str, all: bool) -> Result<()> {
+    let sig = signal::parse(sig)?;
+    let root = root::existing(&g.root)?;
+    let _lock = ContainerLock::acquire_existing(&root, id)?;
+    let mut c = container::load(&root, id)?;
+    let before = c.status();
+    if !all
+        && !matches!(
+            before,
+            ContainerStatus::Created | ContainerStatus::Running | ContainerStatus::Paused
+        )
+    {
+        return Err(not_running(id));
+    }
+    if let Some(pid) = c.pid() {
+        if !all && nix::sys::signal::kill(pid, None).is_err() {
+            return Err(Error::new(
+                ErrorKind::NotRunning,
+                format!("container \"{id}\": no such process"),
+            ));
+        }
+    }
+    c.kill(sig, all)
+        .map_err(|e| Error::from_libcontainer(format!("kill container {id}"), &e))?;
+    // libcontainer marks the container stopped after any signal; a signal that did not end the
+    // init process (SIGUSR1, SIGWINCH, …) must not change what `state` reports.
+    if let Some(pid) = c.pid() {
+        if before != ContainerStatus::Stopped
+            && nix::sys::signal::kill(pid, None).is_ok()
+            && !is_zombie(pid.as_raw())
+        {
+            c.set_status(before);
+            c.save()
+                .map_err(|e| Error::from_libcontainer("save state", &e))?;
+        }
+    }
+    Ok(())
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| r.trim_start().starts_with(['Z', 'X']))
+        })
+        .unwrap_or(true)
+}
+
+/// `delete ID [--force]`.
+pub fn delete(g: &Globals, id: &str, force: bool) -> Result<()> {
+    let root = root::existing(&g.root)?;
+    crate::id::validate(id)?;
+    let lock = ContainerLock::acquire_existing(&root, id)?;
+    let mut c = match container::load(&root, id) {
+        Ok(c) => c,
+        Err(e) if e.kind() == ErrorKind::NotFound && force => {
+            // runc: `delete --force` of a missing container succeeds (engines always send it).
+            let _ = std::fs::remove_dir_all(prepare::effective_bundle_dir(&root, id));
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    if !force
+        && matches!(
+            c.status(),
+            ContainerStatus::Running | ContainerStatus::Paused | ContainerStatus::Creating
+        )
+    {
+        return Err(Error::new(
+            ErrorKind::InvalidState,
+            format!(
+                "cannot delete container \"{id}\" that is not stopped: {}",
+                container::status_word(c.status())
+            ),
+        ));
+    }
+    c.delete(force)
+        .map_err(|e| Error::from_libcontainer(format!("delete container {id}"), &e))?;
+    let _ = std::fs::remove_dir_all(prepare::effective_bundle_dir(&root, id));
+    lock.remove();
+    Ok(())
+}
+
+/// `pause ID`.
+pub fn pause(g: &Globals, id: &str) -> Result<()> {
+    let root = root::existing(&g.root)?;
+    let _lock = ContainerLock::acquire_existing(&root, id)?;
+    let mut c = container::load(&root, id)?;
+    if c.status() != ContainerStatus::Running {
+        return Err(not_running(id));
+    }
+    c.pause()
+        .map_err(|e| Error::from_libcontainer(format!("pause container {id}"), &e))
+}
+
+/// `resume ID`.
+pub fn resume(g: &Globals, id: &str) -> Result<()> {
+    let root = root::existing(&g.root)?;
+    let _lock = ContainerLock::acquire_existing(&root, id)?;
+    let mut c = container::load(&root, id)?;
+    if c.status() != ContainerStatus::Paused {
+        return Err(Error::new(
+            ErrorKind::InvalidState,
+            format!("container \"{id}\" is not paused"),
+        ));
+    }
+    c.resume()
+        .map_err(|e| Error::from_libcontainer(format!("resume container {id}"), &e))
+}

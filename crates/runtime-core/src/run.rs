@@ -1,0 +1,80 @@
+//! `run`: create and start in one step; in the foreground, wait, forward signals, return the
+//! container's exit status and delete it (unless `--keep`).
+
+use std::os::fd::AsRawFd;
+
+use crate::create::{create_with, CreateOptions};
+use crate::error::{Error, Result};
+use crate::tty::{ConsoleListener, RawMode};
+use crate::{foreground, lifecycle, root, Globals};
+
+/// Options of `run`.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// The create options.
+    pub create: CreateOptions,
+    /// Return once the container has started.
+    pub detach: bool,
+    /// Do not delete the container after it exits.
+    pub keep: bool,
+}
+
+/// Run a container. Returns the exit status to exit with (0 when detached).
+pub fn run(g: &Globals, o: &RunOptions) -> Result<i32> {
+    if o.detach {
+        let mut c = create_with(g, &o.create, true)?;
+        if let Err(e) = c.start() {
+            let _ = lifecycle::delete(g, &o.create.id, true);
+            return Err(Error::from_libcontainer("start container", &e));
+        }
+        return Ok(0);
+    }
+    foreground::set_subreaper()?;
+    let spec_terminal = crate::spec_load::load(&root::absolute(&o.create.bundle)?)?
+        .process()
+        .as_ref()
+        .and_then(|p| p.terminal())
+        .unwrap_or(false);
+    // A terminal without a console socket: we receive the pty master ourselves and proxy it.
+    let mut create = o.create.clone();
+    let listener = if spec_terminal && create.console_socket.is_none() {
+        let root = root::prepare(&g.root)?;
+        let path = root.join(format!(".console-{}.sock", std::process::id()));
+        let l = ConsoleListener::bind(&path)?;
+        create.console_socket = Some(path);
+        Some(l)
+    } else {
+        None
+    };
+    let c = create_with(g, &create, false)?;
+    let id = o.create.id.clone();
+    let fail = |e: Error| {
+        let _ = lifecycle::delete(g, &id, true);
+        e
+    };
+    let pid = c
+        .pid()
+        .ok_or_else(|| fail(Error::runtime("container has no init pid")))?;
+    let mut master_fd = None;
+    let mut _raw = None;
+    let mut proxy = None;
+    if let Some(l) = &listener {
+        let master = l.receive().map_err(fail)?;
+        master_fd = Some(master.as_raw_fd());
+        crate::tty::sync_winsize(master.as_raw_fd());
+        _raw = RawMode::enable();
+        proxy = Some(crate::tty::spawn_proxy(master).map_err(fail)?);
+    }
+    let set = foreground::block_signals().map_err(fail)?;
+    let mut c = c;
+    c.start()
+        .map_err(|e| fail(Error::from_libcontainer("start container", &e)))?;
+    let code = foreground::wait(&set, pid, master_fd).map_err(fail)?;
+    if !o.keep {
+        lifecycle::delete(g, &id, true)?;
+    }
+    if let Some(p) = proxy {
+        let _ = p.join();
+    }
+    Ok(code)
+}
