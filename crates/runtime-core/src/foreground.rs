@@ -1,6 +1,7 @@
 //! Waiting for a container process in the foreground: signal forwarding, reaping, exit status.
 
 use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -39,9 +40,69 @@ pub fn exit_code(ws: WaitStatus) -> Option<i32> {
     }
 }
 
+/// A time limit for [`wait`]: at `deadline` call `on_timeout` (which should ask the container
+/// to stop, e.g. SIGTERM to all its processes), and `grace` later SIGKILL the process.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    /// When the limit is reached.
+    pub at: Instant,
+    /// How long to wait between the polite signal and SIGKILL.
+    pub grace: Duration,
+}
+
+/// What [`wait`] saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    /// Shell-style exit status.
+    pub code: i32,
+    /// The deadline passed and the process was stopped by us.
+    pub timed_out: bool,
+}
+
+/// `sigtimedwait` on `set` for at most `timeout`; None on timeout.
+fn wait_signal(set: &SigSet, timeout: Option<Duration>) -> Result<Option<Signal>> {
+    let Some(t) = timeout else {
+        return set
+            .wait()
+            .map(Some)
+            .map_err(|e| Error::runtime(format!("sigwait: {e}")));
+    };
+    let ts = libc::timespec {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    };
+    loop {
+        // SAFETY: sigtimedwait reads the set and timespec we own; info may be NULL.
+        let rc = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
+        if rc >= 0 {
+            return Signal::try_from(rc)
+                .map(Some)
+                .map_err(|e| Error::runtime(format!("sigtimedwait: {e}")));
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EAGAIN) => return Ok(None),
+            Some(libc::EINTR) => continue,
+            _ => return Err(Error::io("sigtimedwait", std::io::Error::last_os_error())),
+        }
+    }
+}
+
 /// Wait for `pid` to exit, forwarding signals to it and reaping other children (we are a
 /// subreaper). `pty_master`: keep its window size in step with ours on SIGWINCH.
 pub fn wait(set: &SigSet, pid: Pid, pty_master: Option<RawFd>) -> Result<i32> {
+    wait_until(set, pid, pty_master, None, &mut || {}).map(|e| e.code)
+}
+
+/// [`wait`] with an optional deadline.
+pub fn wait_until(
+    set: &SigSet,
+    pid: Pid,
+    pty_master: Option<RawFd>,
+    deadline: Option<Deadline>,
+    on_timeout: &mut dyn FnMut(),
+) -> Result<Exit> {
+    let mut timed_out = false;
+    let mut kill_at: Option<Instant> = None;
     loop {
         // Reap first: the process may have exited before we blocked signals.
         loop {
@@ -50,7 +111,7 @@ pub fn wait(set: &SigSet, pid: Pid, pty_master: Option<RawFd>) -> Result<i32> {
                 Ok(ws) => {
                     if ws.pid() == Some(pid) {
                         if let Some(code) = exit_code(ws) {
-                            return Ok(code);
+                            return Ok(Exit { code, timed_out });
                         }
                     }
                 }
@@ -63,9 +124,26 @@ pub fn wait(set: &SigSet, pid: Pid, pty_master: Option<RawFd>) -> Result<i32> {
                 Err(e) => return Err(Error::runtime(format!("waitpid: {e}"))),
             }
         }
-        let sig = set
-            .wait()
-            .map_err(|e| Error::runtime(format!("sigwait: {e}")))?;
+        let now = Instant::now();
+        let next = match (deadline, timed_out, kill_at) {
+            (_, true, Some(k)) => Some(k),
+            (Some(d), false, _) => Some(d.at),
+            _ => None,
+        };
+        let sig = match wait_signal(set, next.map(|n| n.saturating_duration_since(now)))? {
+            Some(s) => s,
+            None => {
+                if !timed_out {
+                    timed_out = true;
+                    on_timeout();
+                    kill_at = deadline.map(|d| Instant::now() + d.grace);
+                } else {
+                    let _ = kill(pid, Signal::SIGKILL);
+                    kill_at = Some(Instant::now() + Duration::from_secs(3600));
+                }
+                continue;
+            }
+        };
         match sig {
             Signal::SIGCHLD => {}
             Signal::SIGWINCH => {

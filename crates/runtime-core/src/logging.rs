@@ -32,6 +32,7 @@ struct RuncLayer {
     out: Mutex<Box<dyn Write + Send>>,
     format: LogFormat,
     max: Level,
+    all_targets: bool,
 }
 
 #[derive(Default)]
@@ -79,6 +80,12 @@ impl<S: Subscriber> Layer<S> for RuncLayer {
         if level > self.max {
             return;
         }
+        // libcontainer logs every internal step of a failure as its own error line; without
+        // --debug only our own final, complete line is written, so the log's last (and only)
+        // error line is the one containerd and Podman show.
+        if !self.all_targets && !event.metadata().target().starts_with("shadow") {
+            return;
+        }
         let mut f = Fields::default();
         event.record(&mut f);
         let msg = if f.rest.is_empty() {
@@ -113,6 +120,7 @@ pub fn init(log: Option<&Path>, format: LogFormat, debug: bool) -> Result<()> {
         out: Mutex::new(out),
         format,
         max: if debug { Level::DEBUG } else { Level::ERROR },
+        all_targets: debug,
     };
     let subscriber = Registry::default().with(layer);
     tracing::subscriber::set_global_default(subscriber)

@@ -17,17 +17,30 @@ pub struct RunOptions {
     pub detach: bool,
     /// Do not delete the container after it exits.
     pub keep: bool,
+    /// Stop the container after this long (SIGTERM to all its processes, SIGKILL after
+    /// `grace`); the outcome then says `timed_out`.
+    pub timeout: Option<std::time::Duration>,
+    /// Grace period between SIGTERM and SIGKILL on timeout.
+    pub grace: std::time::Duration,
 }
 
 /// Run a container. Returns the exit status to exit with (0 when detached).
 pub fn run(g: &Globals, o: &RunOptions) -> Result<i32> {
+    run_outcome(g, o).map(|e| e.code)
+}
+
+/// [`run`], also telling whether the timeout fired.
+pub fn run_outcome(g: &Globals, o: &RunOptions) -> Result<foreground::Exit> {
     if o.detach {
         let mut c = create_with(g, &o.create, true)?;
         if let Err(e) = c.start() {
             let _ = lifecycle::delete(g, &o.create.id, true);
             return Err(Error::from_libcontainer("start container", &e));
         }
-        return Ok(0);
+        return Ok(foreground::Exit {
+            code: 0,
+            timed_out: false,
+        });
     }
     foreground::set_subreaper()?;
     let spec_terminal = crate::spec_load::load(&root::absolute(&o.create.bundle)?)?
@@ -69,12 +82,25 @@ pub fn run(g: &Globals, o: &RunOptions) -> Result<i32> {
     let mut c = c;
     c.start()
         .map_err(|e| fail(Error::from_libcontainer("start container", &e)))?;
-    let code = foreground::wait(&set, pid, master_fd).map_err(fail)?;
+    let deadline = o.timeout.map(|t| foreground::Deadline {
+        at: std::time::Instant::now() + t,
+        grace: o.grace,
+    });
+    let mut on_timeout = || {
+        // Ask every process in the container to stop (the init alone may ignore SIGTERM as
+        // pid 1 of its namespace).
+        if lifecycle::kill(g, &id, "SIGTERM", true).is_err() {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        }
+    };
+    let exit =
+        foreground::wait_until(&set, pid, master_fd, deadline, &mut on_timeout).map_err(fail)?;
     if !o.keep {
         lifecycle::delete(g, &id, true)?;
+        // Every process is gone now, so the pty's slave side is closed and the copy ends.
+        if let Some(p) = proxy {
+            let _ = p.join();
+        }
     }
-    if let Some(p) = proxy {
-        let _ = p.join();
-    }
-    Ok(code)
+    Ok(exit)
 }

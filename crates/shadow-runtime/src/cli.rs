@@ -211,6 +211,8 @@ impl RunArgs {
             create: self.create.options(),
             detach: self.detach,
             keep: self.keep,
+            timeout: None,
+            grace: std::time::Duration::from_secs(10),
         }
     }
 }

@@ -1,0 +1,307 @@
+//! `shadow run`: create a session, build its OCI bundle, run the command through the runtime
+//! library, then record what it changed.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use shadow_runtime_core as rt;
+use shadow_sandbox::env::{build_env, default_allowlist_with};
+use shadow_sandbox::hostview;
+use shadow_sandbox::session::{NewSession, ProcessRef, SessionState};
+use shadow_sandbox::spec::{build_spec, NetworkMode, ResourceLimits, SandboxInput, TmpfsSizes};
+
+use crate::context::{resolve_project, Context};
+use crate::{Failure, Outcome};
+
+/// Exit status after `--timeout`, as timeout(1).
+pub const TIMEOUT_STATUS: i32 = 124;
+/// SIGTERM → SIGKILL grace period on timeout.
+pub const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
+
+/// Options of `shadow run`.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// The command and its arguments.
+    pub command: Vec<String>,
+    /// Project directory (default: git top level or current directory).
+    pub project: Option<PathBuf>,
+    /// A prepared root filesystem instead of the host's.
+    pub rootfs: Option<PathBuf>,
+    /// `NAME` (pass the host's value) or `NAME=VALUE`.
+    pub env: Vec<String>,
+    /// Give the sandbox the host's network.
+    pub allow_network: bool,
+    /// Stop after this many seconds (exit status 124).
+    pub timeout: Option<u64>,
+    /// Memory limit in bytes.
+    pub memory: Option<u64>,
+    /// Maximum number of tasks.
+    pub pids: Option<u64>,
+    /// CPUs (fraction).
+    pub cpus: Option<f64>,
+    /// Cap on the upper layer's size.
+    pub disk: Option<u64>,
+    /// Print config.json and do nothing.
+    pub dry_run: bool,
+    /// Keep the bundle in the session after the run.
+    pub keep_bundle: bool,
+    /// Profile name.
+    pub profile: Option<String>,
+    /// Print the session summary as JSON on stdout at the end.
+    pub json: bool,
+}
+
+/// Split `--env` items into names to pass through and values to set.
+pub fn split_env(items: &[String]) -> (Vec<String>, Vec<(String, String)>) {
+    let mut names = Vec::new();
+    let mut set = Vec::new();
+    for i in items {
+        match i.split_once('=') {
+            Some((k, v)) => set.push((k.to_string(), v.to_string())),
+            None => names.push(i.clone()),
+        }
+    }
+    (names, set)
+}
+
+/// Directories of the host that the sandbox does not see (so a command found there on the host
+/// is not found inside).
+const HIDDEN_TOP: [&str; 8] = [
+    "/home", "/root", "/tmp", "/run", "/mnt", "/media", "/proc", "/dev",
+];
+
+/// Find `cmd` as the sandbox will: through `PATH` from `env`, over the host's filesystem minus
+/// what the sandbox hides, plus the project.
+pub fn command_visible(cmd: &str, env: &[String], project: &Path, cwd: &Path) -> bool {
+    let visible = |p: &Path| p.starts_with(project) || !HIDDEN_TOP.iter().any(|h| p.starts_with(h));
+    let executable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if cmd.contains('/') {
+        let p = if Path::new(cmd).is_absolute() {
+            PathBuf::from(cmd)
+        } else {
+            cwd.join(cmd)
+        };
+        return visible(&p) && executable(&p);
+    }
+    let path = env
+        .iter()
+        .find_map(|e| e.strip_prefix("PATH="))
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(cmd))
+        .any(|p| visible(&p) && executable(&p))
+}
+
+/// Run `shadow run`.
+pub fn run(o: &RunOptions) -> Outcome {
+    if o.command.is_empty() {
+        return Err(Failure::new(
+            "no command given: shadow run [OPTIONS] -- CMD [ARGS…]",
+        ));
+    }
+    if o.disk.is_some() {
+        return Err(Failure::new(
+            "--disk is not supported yet: refusing to run without the requested cap",
+        ));
+    }
+    if let Some(p) = &o.profile {
+        if p != "default" {
+            return Err(Failure::new(format!(
+                "unknown profile {p:?} (only \"default\" is available yet)"
+            )));
+        }
+    }
+    let ctx = Context::open()?;
+    let project = resolve_project(o.project.as_deref())?;
+    let mut limits = ResourceLimits::for_host(hostview::total_ram_bytes()?);
+    if let Some(m) = o.memory {
+        limits.memory_bytes = Some(m);
+    }
+    if let Some(p) = o.pids {
+        limits.pids = Some(p);
+    }
+    if o.cpus.is_some() {
+        limits.cpus = o.cpus;
+    }
+
+    let (names, set) = split_env(&o.env);
+    let host_env: Vec<(String, String)> = std::env::vars().collect();
+    let mut set = set;
+    set.push(("HOME".into(), ctx.user.home.display().to_string()));
+    let env = build_env(&host_env, &default_allowlist_with(&names), &set);
+    let cwd = std::env::current_dir()
+        .ok()
+        .filter(|c| c.starts_with(&project))
+        .unwrap_or_else(|| project.clone());
+    if o.rootfs.is_none() && !command_visible(&o.command[0], &env, &project, &cwd) {
+        return Err(Failure {
+            msg: format!("command not found in the sandbox: {}", o.command[0]),
+            code: 127,
+        });
+    }
+
+    let cgroups = hostview::probe_cgroups(&ctx.user);
+    if !cgroups.is_usable() {
+        eprintln!(
+            "shadow: cgroups are not available to this user; limits fall back to rlimits (pids per user, address space per process)"
+        );
+    }
+    let session = ctx.store.create(&NewSession {
+        project: project.clone(),
+        command: o.command.clone(),
+        profile: o.profile.clone().unwrap_or_else(|| "default".into()),
+        limits,
+        supervisor: Some(ProcessRef::current()?),
+    })?;
+    let id = session.id().to_string();
+    let remove_session = |why: Failure| {
+        let _ = ctx.store.remove(&id);
+        why
+    };
+    let host = hostview::probe_host_view().map_err(|e| remove_session(e.into()))?;
+    let rootfs_dir = match &o.rootfs {
+        Some(r) => std::fs::canonicalize(r).map_err(|_| {
+            remove_session(Failure::new(format!(
+                "rootfs {} does not exist",
+                r.display()
+            )))
+        })?,
+        None => {
+            shadow_sandbox::prepare_skeleton(&session.rootfs_dir(), &host)
+                .map_err(|e| remove_session(e.into()))?;
+            session.rootfs_dir()
+        }
+    };
+    let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let input = SandboxInput {
+        session_id: id.clone(),
+        args: o.command.clone(),
+        cwd: Some(cwd),
+        project_dir: project.clone(),
+        upper_dir: session.upper_dir(),
+        work_dir: session.work_dir(),
+        rootfs_dir,
+        store_dir: ctx.store.root().to_path_buf(),
+        host: if o.rootfs.is_some() {
+            Default::default()
+        } else {
+            host
+        },
+        host_limits: hostview::probe_host_limits(),
+        user: ctx.user.clone(),
+        env,
+        terminal,
+        network: if o.allow_network {
+            NetworkMode::Host
+        } else {
+            NetworkMode::None
+        },
+        limits,
+        cgroups_usable: cgroups.is_usable(),
+        tmpfs: TmpfsSizes::default(),
+        extra_ro: vec![],
+        extra_rw: vec![],
+        denied: vec![],
+        cgroups_path: cgroups.is_usable().then(|| format!("/shadow/{id}").into()),
+        seccomp: None,
+        annotations: Default::default(),
+    };
+    let spec = build_spec(&input).map_err(|e| remove_session(e.into()))?;
+    if o.dry_run {
+        let _ = ctx.store.remove(&id);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&spec).map_err(|e| Failure::new(e.to_string()))?
+        );
+        return Ok(0);
+    }
+    session
+        .write_config(&spec)
+        .map_err(|e| remove_session(e.into()))?;
+
+    let g = rt::Globals {
+        root: ctx.runtime_root(),
+        ..Default::default()
+    };
+    let result = rt::run::run_outcome(
+        &g,
+        &rt::run::RunOptions {
+            create: rt::create::CreateOptions {
+                id: id.clone(),
+                bundle: session.bundle_dir(),
+                ..Default::default()
+            },
+            timeout: o.timeout.map(Duration::from_secs),
+            grace: TIMEOUT_GRACE,
+            ..Default::default()
+        },
+    );
+    let (state, code, err) = match &result {
+        Ok(e) if e.timed_out => (SessionState::TimedOut, TIMEOUT_STATUS, None),
+        Ok(e) => (SessionState::Exited, e.code, None),
+        Err(e) => (SessionState::Failed, 1, Some(e.clone())),
+    };
+    let session = ctx
+        .store
+        .update_meta(&id, |m| m.finish(state, Some(code)))?;
+    // Record the base the changes were made against (for drift detection at apply time).
+    let changes = shadow_changes::scan(&project, &session.upper_dir())?;
+    let base = shadow_changes::record_base(&project, &changes)?;
+    base.save(&session.dir.join("base.json"))?;
+    if !o.keep_bundle {
+        let _ = std::fs::remove_file(session.config_path());
+    }
+    let summary = shadow_changes::report(&changes);
+    if o.json {
+        let v = serde_json::json!({
+            "session": id,
+            "project": project,
+            "state": format!("{state:?}").to_lowercase(),
+            "exit_status": code,
+            "changes": summary,
+        });
+        println!("{v}");
+    }
+    if let Some(e) = err {
+        return Err(Failure::new(format!("session {id}: {e}")));
+    }
+    if state == SessionState::TimedOut {
+        eprintln!(
+            "shadow: session {id} timed out after {}s; kept for review",
+            o.timeout.unwrap_or(0)
+        );
+    }
+    let n = changes.changes.iter().filter(|c| !c.is_dir_only()).count();
+    if n > 0 {
+        eprintln!(
+            "shadow: session {id}: {n} path(s) changed; `shadow diff` to look, `shadow apply` to take them"
+        );
+    }
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_items_split() {
+        let (n, s) = split_env(&["FOO".into(), "A=b=c".into()]);
+        assert_eq!(n, vec!["FOO".to_string()]);
+        assert_eq!(s, vec![("A".to_string(), "b=c".to_string())]);
+    }
+
+    #[test]
+    fn command_lookup_hides_home_and_tmp() {
+        let env = vec!["PATH=/usr/bin:/bin".to_string()];
+        let p = Path::new("/nonexistent-project");
+        assert!(command_visible("sh", &env, p, p));
+        assert!(!command_visible("no-such-command-xyz", &env, p, p));
+        assert!(!command_visible("/tmp/x", &env, p, p));
+    }
+}
