@@ -155,7 +155,8 @@ fn plan<'c>(
     report: &mut ApplyReport,
 ) -> Result<Vec<(&'c Change, FileSelection)>> {
     let mut accepted: BTreeMap<&Path, (&Change, FileSelection)> = BTreeMap::new();
-    let by_path: BTreeMap<&Path, &Change> = cs.changes.iter().map(|c| (c.path.as_path(), c)).collect();
+    let by_path: BTreeMap<&Path, &Change> =
+        cs.changes.iter().map(|c| (c.path.as_path(), c)).collect();
     for c in &cs.changes {
         if !journalable(&c.path) {
             return Err(Error::InvalidPath {
@@ -402,7 +403,9 @@ pub fn apply(req: &ApplyRequest<'_>) -> Result<ApplyReport> {
                 mode: *mode,
                 sha256: sha256_hex(content),
             },
-            Target::Mode { mode, dir: true } | Target::Dir { mode } => EntryState::Dir { mode: *mode },
+            Target::Mode { mode, dir: true } | Target::Dir { mode } => {
+                EntryState::Dir { mode: *mode }
+            }
             Target::Mode { mode, dir: false } => match &before {
                 EntryState::File { size, sha256, .. } => EntryState::File {
                     size: *size,
@@ -497,8 +500,9 @@ fn execute(root: &Root, targets: &[(&Change, Target)], j: &Journal, m: &Mutator)
             if err == rustix::io::Errno::NOTEMPTY {
                 Error::Conflict {
                     path: root.show(&c.path),
-                    msg: "directory is not empty (it contains files that are not part of the change)"
-                        .into(),
+                    msg:
+                        "directory is not empty (it contains files that are not part of the change)"
+                            .into(),
                 }
             } else {
                 Error::io("remove", root.show(&c.path), err)

@@ -69,10 +69,7 @@ pub(crate) type Probed = (EntryState, Option<Vec<u8>>, Option<(u32, u32)>);
 /// The state of `rel` under `root` plus, for regular files, the content
 /// and, for anything present, the owner. Parents are resolved safely; a
 /// symlinked parent is an error.
-pub(crate) fn current_state(
-    root: &Root,
-    rel: &Path,
-) -> Result<Probed> {
+pub(crate) fn current_state(root: &Root, rel: &Path) -> Result<Probed> {
     use std::os::unix::fs::MetadataExt;
     let Some(md) = root.probe(rel)? else {
         return Ok((EntryState::Absent, None, None));

@@ -141,7 +141,11 @@ fn hunks_colored(old: &str, new: &str, color: bool) -> Vec<Hunk> {
         let old_len = last.old_range().end - old_start;
         let new_start = first.new_range().start;
         let new_len = last.new_range().end - new_start;
-        let header = format!("@@ -{} +{} @@", range(old_start, old_len), range(new_start, new_len));
+        let header = format!(
+            "@@ -{} +{} @@",
+            range(old_start, old_len),
+            range(new_start, new_len)
+        );
         let mut body = String::new();
         for op in group {
             for change in diff.iter_changes(op) {
@@ -234,8 +238,16 @@ fn block(
     if old_bytes.is_empty() && new_bytes.is_empty() {
         return; // empty file added or deleted: git prints only the header
     }
-    let from = if old.is_some() { a.clone() } else { "/dev/null".into() };
-    let to = if new.is_some() { b.clone() } else { "/dev/null".into() };
+    let from = if old.is_some() {
+        a.clone()
+    } else {
+        "/dev/null".into()
+    };
+    let to = if new.is_some() {
+        b.clone()
+    } else {
+        "/dev/null".into()
+    };
     if binary {
         o.meta(&format!("Binary files {from} and {to} differ"));
         return;

@@ -53,7 +53,10 @@ pub enum Error {
         target: PathBuf,
     },
     /// The project changed since the session's base was recorded.
-    #[error("project changed since the session started; drifted paths: {} (use force to apply anyway)", join(paths))]
+    #[error(
+        "project changed since the session started; drifted paths: {} (use force to apply anyway)",
+        join(paths)
+    )]
     Drift {
         /// Every drifted path.
         paths: Vec<PathBuf>,
@@ -150,7 +153,11 @@ fn join(paths: &[PathBuf]) -> String {
 }
 
 impl Error {
-    pub(crate) fn io(op: &'static str, path: impl AsRef<Path>, source: impl Into<io::Error>) -> Self {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl AsRef<Path>,
+        source: impl Into<io::Error>,
+    ) -> Self {
         Error::Io {
             path: path.as_ref().to_path_buf(),
             op,

@@ -232,7 +232,8 @@ fn remove_entry(root: &Root, rel: &Path, is_dir: bool, m: &Mutator) -> Result<()
         Err(Errno::NOENT) => Ok(()),
         Err(Errno::NOTEMPTY) | Err(Errno::EXIST) => Err(Error::Conflict {
             path: root.show(rel),
-            msg: "directory is not empty (it contains files that are not part of the change)".into(),
+            msg: "directory is not empty (it contains files that are not part of the change)"
+                .into(),
         }),
         Err(e) => Err(Error::io("remove", root.show(rel), e)),
     }
@@ -319,7 +320,13 @@ pub(crate) fn put_dir(
 
 /// Change the mode of the existing file or directory `rel`, which must be
 /// of type `expect_dir`.
-pub(crate) fn put_mode(root: &Root, rel: &Path, mode: u32, expect_dir: bool, m: &Mutator) -> Result<()> {
+pub(crate) fn put_mode(
+    root: &Root,
+    rel: &Path,
+    mode: u32,
+    expect_dir: bool,
+    m: &Mutator,
+) -> Result<()> {
     let (dir, name) = root.parent(rel)?;
     let f = open_nofollow(&dir, name).ctx("open", root.show(rel))?;
     let md = f.metadata().ctx("fstat", root.show(rel))?;

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 
 use crate::base::current_state;
 use crate::error::{Error, IoContext, Result};
-use crate::journal::{self, discard, fsync_dir, undo, Journal, Mutator, APPLIED, PENDING, ROLLING_BACK};
+use crate::journal::{
+    self, discard, fsync_dir, undo, Journal, Mutator, APPLIED, PENDING, ROLLING_BACK,
+};
 use crate::safefs::Root;
 
 /// Switches for [`rollback`].

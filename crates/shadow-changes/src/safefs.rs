@@ -168,7 +168,14 @@ impl Root {
             path: rel.to_path_buf(),
         })?;
         let parent = rel.parent().unwrap_or(Path::new(""));
-        Ok((self.open_dir(parent)?, name))
+        match self.open_dir(parent) {
+            Ok(fd) => Ok((fd, name)),
+            // Name the path being resolved, not just the offending parent.
+            Err(Error::SymlinkInPath { .. }) => Err(Error::SymlinkInPath {
+                path: self.show(rel),
+            }),
+            Err(e) => Err(e),
+        }
     }
 
     /// `lstat` of `rel`: `Ok(None)` if it (or a parent) does not exist,

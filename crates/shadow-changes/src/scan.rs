@@ -98,7 +98,7 @@ pub fn scan_with(lower: &Path, upper: &Path, rules: &ProtectedRules) -> Result<C
                 opaque_stack.push(rel.clone());
             }
         }
-        s.compare(&rel, full, &md)?;
+        s.compare(&rel, full, &md, in_opaque)?;
     }
     Ok(ChangeSet {
         lower: lower.to_path_buf(),
@@ -150,7 +150,13 @@ impl Scanner<'_> {
         })
     }
 
-    fn push(&mut self, rel: &Path, kind: ChangeKind, old: Option<Entry>, new: Option<Entry>) -> Result<()> {
+    fn push(
+        &mut self,
+        rel: &Path,
+        kind: ChangeKind,
+        old: Option<Entry>,
+        new: Option<Entry>,
+    ) -> Result<()> {
         self.push_with(rel, kind, old, new, None, None)
     }
 
@@ -203,8 +209,7 @@ impl Scanner<'_> {
             new_sha256,
             protected: self.rules.is_protected(rel),
         };
-        self.out
-            .insert(rel.as_os_str().as_bytes().to_vec(), change);
+        self.out.insert(rel.as_os_str().as_bytes().to_vec(), change);
         Ok(())
     }
 
@@ -258,7 +263,13 @@ impl Scanner<'_> {
         })
     }
 
-    fn compare(&mut self, rel: &Path, full: &Path, md: &std::fs::Metadata) -> Result<()> {
+    fn compare(
+        &mut self,
+        rel: &Path,
+        full: &Path,
+        md: &std::fs::Metadata,
+        in_opaque: bool,
+    ) -> Result<()> {
         let target = if md.file_type().is_symlink() {
             Some(std::fs::read_link(full).ctx("readlink", full)?)
         } else {
@@ -269,7 +280,14 @@ impl Scanner<'_> {
             return self.push(rel, ChangeKind::Added, None, Some(new));
         };
         if old.file_type != new.file_type {
-            return self.push(rel, ChangeKind::TypeChanged, Some(old), Some(new));
+            let was_dir = old.file_type == FileType::Dir;
+            self.push(rel, ChangeKind::TypeChanged, Some(old), Some(new))?;
+            // A file or symlink over a lower directory hides all of it
+            // (inside an opaque region the opaque root already did this).
+            if was_dir && !in_opaque {
+                self.lower_subtree_deletions(rel, |_| false)?;
+            }
+            return Ok(());
         }
         match new.file_type {
             FileType::Dir => {
@@ -294,7 +312,10 @@ impl Scanner<'_> {
                     }
                     // Metadata-only copy-up: the data is still the lower file's.
                     if old.mode != new.mode {
-                        let new = Entry { size: old.size, ..new };
+                        let new = Entry {
+                            size: old.size,
+                            ..new
+                        };
                         self.push(rel, ChangeKind::ModeChanged, Some(old), Some(new))?;
                     }
                     return Ok(());

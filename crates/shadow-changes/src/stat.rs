@@ -156,7 +156,13 @@ pub fn render_stat(cs: &ChangeSet, opts: &StatOptions) -> String {
         }
         let padding = (len - width_of(name) as i64).max(0) as usize;
         if r.binary {
-            let _ = write!(out, " {prefix}{name}{:padding$} | {:>nw$}", "", "Bin", nw = number_width);
+            let _ = write!(
+                out,
+                " {prefix}{name}{:padding$} | {:>nw$}",
+                "",
+                "Bin",
+                nw = number_width
+            );
             if r.added == 0 && r.deleted == 0 {
                 out.push('\n');
                 continue;
@@ -219,14 +225,22 @@ pub fn summary(files: usize, insertions: u64, deletions: u64) -> String {
         let _ = write!(
             s,
             ", {insertions} {}(+)",
-            if insertions == 1 { "insertion" } else { "insertions" }
+            if insertions == 1 {
+                "insertion"
+            } else {
+                "insertions"
+            }
         );
     }
     if deletions > 0 || insertions == 0 {
         let _ = write!(
             s,
             ", {deletions} {}(-)",
-            if deletions == 1 { "deletion" } else { "deletions" }
+            if deletions == 1 {
+                "deletion"
+            } else {
+                "deletions"
+            }
         );
     }
     s.push('\n');
