@@ -881,3 +881,59 @@ pub fn is_rfc3339(s: &str) -> bool {
             && (rest.starts_with('+') || rest.starts_with('-'))
             && rest.as_bytes()[3] == b':')
 }
+
+/// Accept one connection on a console socket and receive the pty master (SCM_RIGHTS).
+pub fn recv_pty_master(listener: &std::os::unix::net::UnixListener) -> std::os::fd::OwnedFd {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+    let (stream, _) = listener.accept().expect("accept on console socket");
+    let mut buf = [0u8; 4096];
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let msg = recvmsg::<()>(
+        stream.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .expect("recvmsg on console socket");
+    for c in msg.cmsgs().expect("cmsgs") {
+        if let ControlMessageOwned::ScmRights(fds) = c {
+            if let Some(&fd) = fds.first() {
+                // SAFETY: the kernel just installed this fd in our table; nobody else owns it.
+                return unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+            }
+        }
+    }
+    panic!("console socket: no fd received");
+}
+
+/// A console socket bound in the test directory, whose pty master is received on a thread.
+#[derive(Debug)]
+pub struct ConsoleSocket {
+    /// The socket path (for `--console-socket`).
+    pub path: PathBuf,
+    handle: Option<std::thread::JoinHandle<std::os::fd::OwnedFd>>,
+}
+
+impl ConsoleSocket {
+    /// Bind `<dir>/console.sock` and start accepting.
+    pub fn bind(ctx: &Ctx) -> Self {
+        let path = ctx.dir().join(format!("console-{}.sock", unique("s")));
+        let l = std::os::unix::net::UnixListener::bind(&path).expect("bind console socket");
+        let handle = std::thread::spawn(move || recv_pty_master(&l));
+        Self {
+            path,
+            handle: Some(handle),
+        }
+    }
+
+    /// The received pty master (waits for it).
+    pub fn master(&mut self) -> std::os::fd::OwnedFd {
+        self.handle
+            .take()
+            .expect("master taken twice")
+            .join()
+            .expect("console receiver panicked")
+    }
+}
