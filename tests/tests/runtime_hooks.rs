@@ -1,0 +1,169 @@
+//! OCI hooks: all six kinds, their order and where they run; a failing hook.
+
+use std::fs;
+
+use serde_json::json;
+use shadow_integration_tests::*;
+
+/// A hook running `sh -c SCRIPT` (`/bin/sh` on the host, or in the container for
+/// startContainer, whose path resolves in the container).
+fn hook(script: &str) -> serde_json::Value {
+    json!({"path": "/bin/sh", "args": ["sh", "-c", script]})
+}
+
+#[test]
+fn hooks_all_six_run_in_order() {
+    let mut ctx = Ctx::new("hooks", &["sh", "-c", "echo process >> /hooklog/log"]);
+    let logdir = ctx.dir().join("hooklog");
+    fs::create_dir(&logdir).unwrap();
+    let host_log = logdir.join("log");
+    let h = host_log.to_str().unwrap();
+    ctx.spec["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"destination": "/hooklog", "type": "bind",
+                     "source": logdir, "options": ["rbind", "rw"]}));
+    // Host hooks also record that the state arrives on stdin (it names the container id).
+    let host = |name: &str| {
+        hook(&format!(
+            "read -r state; case \"$state\" in *'\"id\"'*) echo {name} >> {h};; *) echo {name}-nostate >> {h};; esac"
+        ))
+    };
+    ctx.spec["hooks"] = json!({
+        "prestart": [host("prestart")],
+        "createRuntime": [host("createRuntime")],
+        // Runs in the container's namespaces before pivot_root: the host path is still visible,
+        // and the mount namespace is the container's (its hostname is already set).
+        "createContainer": [hook(&format!("echo createContainer-$(hostname) >> {h}"))],
+        // Runs in the container after pivot_root: only the bind mount reaches the host file.
+        "startContainer": [hook("echo startContainer-$(hostname) >> /hooklog/log")],
+        "poststart": [host("poststart")],
+        "poststop": [host("poststop")],
+    });
+    ctx.write_spec();
+    let id = ctx.id("c");
+    ctx.ok(&["create", &id]);
+    let after_create = read_trim(&host_log);
+    assert_eq!(
+        after_create, "prestart\ncreateRuntime\ncreateContainer-itest",
+        "hooks run by create"
+    );
+    ctx.ok(&["start", &id]);
+    ctx.wait_status(&id, "stopped");
+    wait_until("poststart", std::time::Duration::from_secs(10), || {
+        read_trim(&host_log).contains("poststart")
+    });
+    assert!(
+        !read_trim(&host_log).contains("poststop"),
+        "poststop ran before delete"
+    );
+    ctx.ok(&["delete", &id]);
+    let log = read_trim(&host_log);
+    let got: Vec<&str> = log.lines().collect();
+    // The process and poststart race (poststart runs after the process was started); the hooks
+    // themselves are strictly ordered.
+    let hooks: Vec<&str> = got.iter().copied().filter(|l| *l != "process").collect();
+    assert_eq!(
+        hooks,
+        [
+            "prestart",
+            "createRuntime",
+            "createContainer-itest",
+            "startContainer-itest",
+            "poststart",
+            "poststop"
+        ],
+        "hook log: {log:?}"
+    );
+    let p = got
+        .iter()
+        .position(|l| *l == "process")
+        .expect("process ran");
+    assert!(
+        p > 3 && p < 6,
+        "process ran outside start..poststop: {log:?}"
+    );
+    ctx.assert_clean();
+}
+
+#[test]
+fn hooks_failing_prestart_fails_create_and_leaves_nothing() {
+    let mut ctx = Ctx::new("hookfail", &["sleep", "60"]);
+    ctx.spec["hooks"] = json!({"prestart": [hook("cat >/dev/null; exit 3")]});
+    ctx.write_spec();
+    let id = ctx.id("c");
+    let line = expect_error(&ctx, &["create", &id], &["hook", "exit code: 3"]);
+    assert!(line.contains("create container"), "{line}");
+    let o = ctx.rt(&["state", &id]);
+    assert!(o.stderr.contains("does not exist"), "{o}");
+    ctx.assert_clean();
+    // `run` likewise.
+    let id2 = ctx.id("r");
+    expect_error(&ctx, &["run", &id2], &["hook", "exit code: 3"]);
+    ctx.assert_clean();
+}
+
+#[test]
+#[ignore = "bug: the hook error does not say which hook failed (kind and path): \
+            'failed hooks hook command exited with non-zero exit code: 3'"]
+fn hooks_failing_hook_error_names_the_hook() {
+    let mut ctx = Ctx::new("hookname", &["sleep", "60"]);
+    ctx.spec["hooks"] = json!({"prestart": [hook("cat >/dev/null; exit 3")]});
+    ctx.write_spec();
+    let id = ctx.id("c");
+    expect_error(&ctx, &["create", &id], &["prestart", "/bin/sh"]);
+    ctx.assert_clean();
+}
+
+/// Hooks that exit without reading the state from stdin are common (`/bin/true`, a script that
+/// only touches a file). libcontainer ignores the EPIPE when writing the state; the runtime must
+/// not die of SIGPIPE.
+fn quick_hook_test(kind: &str) {
+    let mut ctx = Ctx::new(&format!("hookpipe-{kind}"), &["true"]);
+    // A large state (annotations) makes the write outlast the hook reliably.
+    let big: serde_json::Map<String, serde_json::Value> = (0..64)
+        .map(|i| (format!("k{i}"), json!("x".repeat(2048))))
+        .collect();
+    ctx.spec["annotations"] = serde_json::Value::Object(big);
+    ctx.spec["hooks"] = json!({kind: [{"path": "/bin/true"}]});
+    ctx.write_spec();
+    let id = ctx.id("c");
+    let o = ctx.rt(&["run", "--keep", &id]);
+    assert_eq!(o.code(), Some(0), "run with a {kind} hook /bin/true: {o}");
+    let o = ctx.rt(&["delete", &id]);
+    assert_eq!(
+        o.code(),
+        Some(0),
+        "delete with a {kind} hook /bin/true: {o}"
+    );
+    ctx.assert_clean();
+}
+
+#[test]
+#[ignore = "bug: shadow-runtime main() resets SIGPIPE to SIG_DFL, so a hook that exits without \
+            reading its stdin kills the runtime (exit 141) mid-create, leaving the container behind"]
+fn hooks_create_runtime_hook_ignoring_stdin() {
+    quick_hook_test("createRuntime");
+}
+
+#[test]
+#[ignore = "bug: SIGPIPE (see hooks_create_runtime_hook_ignoring_stdin): delete dies with 141 \
+            and the container can never be deleted"]
+fn hooks_poststop_hook_ignoring_stdin() {
+    quick_hook_test("poststop");
+}
+
+#[test]
+#[ignore = "bug: a failing poststop hook makes delete (even --force) fail forever; the spec says \
+            poststop failures are logged and the delete goes on (lifecycle::delete)"]
+fn hooks_failing_poststop_does_not_block_delete() {
+    let mut ctx = Ctx::new("hookpoststop", &["true"]);
+    ctx.spec["hooks"] = json!({"poststop": [hook("cat >/dev/null; exit 1")]});
+    ctx.write_spec();
+    let id = ctx.id("c");
+    ctx.ok(&["run", "--keep", &id]);
+    let o = ctx.rt(&["delete", &id]);
+    assert!(o.status.success(), "{o}");
+    assert!(ctx.rt(&["state", &id]).stderr.contains("does not exist"));
+    ctx.assert_clean();
+}
