@@ -434,10 +434,15 @@ impl Ctx {
         (io.join(format!("{n}.out")), io.join(format!("{n}.err")))
     }
 
-    /// `shadow-runtime --root <root> ARGS`, stdin null, run in the bundle directory.
+    /// `shadow-runtime --root <root> ARGS` (unless ARGS has its own `--root`), stdin null, run in
+    /// the bundle directory.
     pub fn command<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Command {
         let mut c = Command::new(runtime());
-        c.arg("--root").arg(&self.root).args(args);
+        // A test that passes its own --root gets only that one.
+        if !args.iter().any(|a| a.as_ref() == "--root") {
+            c.arg("--root").arg(&self.root);
+        }
+        c.args(args);
         c.current_dir(&self.bundle).stdin(Stdio::null());
         c
     }

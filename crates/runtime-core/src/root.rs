@@ -80,7 +80,7 @@ pub fn absolute(p: &Path) -> Result<PathBuf> {
     } else {
         let cwd =
             std::env::current_dir().map_err(|e| Error::io("cannot read current directory", e))?;
-        Ok(cwd.join(p))
+        Ok(cwd.join(p).components().collect())
     }
 }
 

@@ -48,7 +48,7 @@ pub fn parse(data: &[u8]) -> Result<Spec> {
     serde_path_to_error::deserialize::<_, Spec>(de).map_err(|e| {
         let field = e.path().to_string();
         let inner = e.into_inner();
-        if field.is_empty() || field == "." {
+        if field.is_empty() || field == "." || field == "?" {
             Error::invalid(format!("invalid JSON: {inner}"))
         } else {
             Error::invalid(format!("field `{field}`: {inner}"))
