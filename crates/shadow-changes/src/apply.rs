@@ -28,12 +28,13 @@
 //!    fd and every write is a `*at()` call on that dirfd, so a symlink
 //!    planted in the project (`sub -> /tmp/outside`) cannot redirect a
 //!    write outside it. Files are written to a temporary file in the
-//!    target directory, fsynced and renamed over the target; touched
-//!    directories are fsynced once each. On any error the journal is used
-//!    to undo what was done.
+//!    target directory; one `syncfs` makes them all durable before any is
+//!    renamed over its target; a second `syncfs` after the renames makes
+//!    the touched directories durable. On any error the journal is used to
+//!    undo what was done.
 //! 7. **Complete**: the journal moves to `applied/<id>` for [`crate::rollback()`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
@@ -41,7 +42,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::base::{current_state, BaseRecord, EntryState};
 use crate::error::{Error, IoContext, Result};
 use crate::journal::{
-    self, fsync_dir, fsync_dirs, put_dir, put_file, put_mode, put_symlink, undo, Journal,
+    self, commit_staged, fsync_dir, put_dir, put_mode, stage_file, stage_symlink, undo, Journal,
     JournalEntry, Mutator, APPLIED, BACKUPS, JOURNAL_FILE, PENDING, PREPARING, ROLLING_BACK,
 };
 use crate::model::{sha256_hex, Change, ChangeKind, ChangeSet, FileType};
@@ -380,19 +381,21 @@ pub fn apply(req: &ApplyRequest<'_>) -> Result<ApplyReport> {
     }
 
     // Journal.
-    std::fs::create_dir_all(preparing.join(BACKUPS)).ctx("create directory", &preparing)?;
+    std::fs::create_dir_all(&preparing).ctx("create directory", &preparing)?;
     m.tick();
+    let pack_path = preparing.join(BACKUPS);
+    let mut pack =
+        std::io::BufWriter::new(std::fs::File::create(&pack_path).ctx("create", &pack_path)?);
+    let mut offset = 0u64;
     let mut entries = Vec::with_capacity(targets.len());
     for (i, ((c, t), (before, content, owner))) in targets.iter().zip(befores).enumerate() {
         let backup = match &content {
             Some(bytes) => {
-                let name = i.to_string();
-                let p = preparing.join(BACKUPS).join(&name);
-                let mut f = std::fs::File::create(&p).ctx("create", &p)?;
-                std::io::Write::write_all(&mut f, bytes).ctx("write", &p)?;
-                f.sync_all().ctx("fsync", &p)?;
+                std::io::Write::write_all(&mut pack, bytes).ctx("write", &pack_path)?;
                 m.tick();
-                Some(name)
+                let extent = (offset, bytes.len() as u64);
+                offset += bytes.len() as u64;
+                Some(extent)
             }
             None => None,
         };
@@ -435,6 +438,11 @@ pub fn apply(req: &ApplyRequest<'_>) -> Result<ApplyReport> {
         project: project.clone(),
         entries,
     };
+    let pack = pack
+        .into_inner()
+        .map_err(|e| Error::io("write", &pack_path, e.into_error()))?;
+    pack.sync_all().ctx("fsync", &pack_path)?;
+    drop(pack);
     let json = serde_json::to_string(&j).expect("journal serialises");
     let jp = preparing.join(JOURNAL_FILE);
     {
@@ -443,7 +451,6 @@ pub fn apply(req: &ApplyRequest<'_>) -> Result<ApplyReport> {
         f.sync_all().ctx("fsync", &jp)?;
         m.tick();
     }
-    fsync_dir(&preparing.join(BACKUPS))?;
     fsync_dir(&preparing)?;
     let pending = jd.join(PENDING);
     std::fs::rename(&preparing, &pending).ctx("rename", &preparing)?;
@@ -480,7 +487,6 @@ fn parent_of(rel: &Path) -> PathBuf {
 }
 
 fn execute(root: &Root, targets: &[(&Change, Target)], j: &Journal, m: &Mutator) -> Result<()> {
-    let mut dirs = BTreeSet::new();
     let chown = rustix::process::geteuid().is_root();
     // Deletions and the old side of type changes, deepest first.
     for ((c, t), e) in targets.iter().zip(&j.entries).rev() {
@@ -509,9 +515,10 @@ fn execute(root: &Root, targets: &[(&Change, Target)], j: &Journal, m: &Mutator)
             }
         })?;
         m.tick();
-        dirs.insert(parent_of(&c.path));
     }
-    // Creations and modifications, parents first.
+    // Parents first: directories and modes directly; files and symlinks
+    // staged as temporary files next to their targets.
+    let mut staged = Vec::new();
     for ((c, t), e) in targets.iter().zip(&j.entries) {
         // Keep the owner of what is replaced; new entries get the owner of
         // their directory (only meaningful, and only tried, as root).
@@ -520,35 +527,36 @@ fn execute(root: &Root, targets: &[(&Change, Target)], j: &Journal, m: &Mutator)
         } else if e.owner.is_some() && e.before.file_type() == t.file_type() {
             e.owner
         } else {
-            root.probe(&parent_of(&c.path))
-                .ok()
-                .flatten()
-                .or_else(|| {
-                    // The root itself.
-                    std::fs::metadata(root.path()).ok()
-                })
-                .map(|md| (md.uid(), md.gid()))
+            let parent = parent_of(&c.path);
+            let md = if parent.as_os_str().is_empty() {
+                std::fs::metadata(root.path()).ok()
+            } else {
+                root.probe(&parent).ok().flatten()
+            };
+            md.map(|md| (md.uid(), md.gid()))
         };
         match t {
-            Target::Absent => continue,
+            Target::Absent => {}
             Target::File { content, mode } => {
-                put_file(root, &c.path, &e.tmp, content, *mode, owner, m)?;
+                stage_file(root, &c.path, &e.tmp, content, *mode, owner, m)?;
+                staged.push((c, e));
             }
             Target::Symlink { target } => {
-                put_symlink(root, &c.path, &e.tmp, target, owner, m)?;
+                stage_symlink(root, &c.path, &e.tmp, target, owner, m)?;
+                staged.push((c, e));
             }
             Target::Dir { mode } => put_dir(root, &c.path, *mode, owner, m)?,
             Target::Mode { mode, dir } => put_mode(root, &c.path, *mode, *dir, m)?,
         }
-        dirs.insert(parent_of(&c.path));
     }
-    // Directories created above must be fsynced too so their entries last.
-    for (c, t) in targets {
-        if matches!(t, Target::Dir { .. }) {
-            dirs.insert(c.path.clone());
-        }
+    // Every staged file durable before any rename (one syncfs instead of an
+    // fsync per file), then the renames, then durable again (this covers
+    // every touched directory).
+    root.sync_fs()?;
+    for (c, e) in staged {
+        commit_staged(root, &c.path, &e.tmp, m)?;
     }
-    fsync_dirs(root, &dirs)
+    root.sync_fs()
 }
 
 /// Whether `path`'s bytes are valid as a journal path (UTF-8; the journal

@@ -6,8 +6,8 @@
 //! lock                 flock(2)ed exclusively (non-blocking) by apply/rollback/recover
 //! pending.tmp/         a journal being written; the project is untouched yet
 //! pending/             committed journal of an apply in progress (or crashed)
-//!   journal.json       every target: state before, backup name, state after
-//!   backups/N          original content of regular files
+//!   journal.json       every target: state before, backup extent, state after
+//!   backups.pack       original content of regular files, concatenated
 //! applied/<id>/        completed applies, newest last (same layout)
 //! rolling-back/        a rollback in progress (or crashed)
 //! *.done/              finished directories being deleted
@@ -15,11 +15,15 @@
 //!
 //! Protocol: backups and `journal.json` are written and fsynced in
 //! `pending.tmp/`, which is renamed to `pending/` (the commit point; the
-//! journal directory is fsynced). Only then is the project touched. Each
-//! file is written to a temporary file in its target directory, fsynced and
-//! renamed over the target; each touched directory is fsynced once at the
-//! end. Finally `pending/` is renamed to `applied/<id>/` — the apply is
-//! complete exactly when that rename is durable.
+//! journal directory is fsynced). Only then is the project touched:
+//! deletions first; then every file is written to a temporary file in its
+//! target directory; one `syncfs(2)` of the project's file system makes all
+//! of them durable *before* any is renamed over its target (the same
+//! guarantee as an fsync per file, batched: a per-file fsync measured ~5 ms
+//! on the development VM, i.e. seconds for a thousand files); then the
+//! renames; then a second `syncfs` makes the renames and every touched
+//! directory durable. Finally `pending/` is renamed to `applied/<id>/` —
+//! the apply is complete exactly when that rename is durable.
 //!
 //! [`recover`] (to be called at every start of shadow) undoes an
 //! interrupted apply: it restores every journaled path to its recorded
@@ -41,7 +45,6 @@
 //! simulate a crash at every step; do not set it otherwise.
 
 use std::cell::Cell;
-use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Write;
@@ -62,7 +65,7 @@ pub(crate) const PENDING: &str = "pending";
 pub(crate) const APPLIED: &str = "applied";
 pub(crate) const ROLLING_BACK: &str = "rolling-back";
 pub(crate) const JOURNAL_FILE: &str = "journal.json";
-pub(crate) const BACKUPS: &str = "backups";
+pub(crate) const BACKUPS: &str = "backups.pack";
 
 /// Name of the crash test hook variable.
 pub const CRASH_ENV: &str = "SHADOW_APPLY_CRASH_AFTER";
@@ -102,7 +105,8 @@ pub(crate) struct JournalEntry {
     pub tmp: String,
     pub before: EntryState,
     pub owner: Option<(u32, u32)>,
-    pub backup: Option<String>,
+    /// `(offset, length)` of the original content in `backups.pack`.
+    pub backup: Option<(u64, u64)>,
     pub after: EntryState,
 }
 
@@ -201,22 +205,6 @@ fn sweep_done(journal_dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn parent_of(rel: &Path) -> PathBuf {
-    rel.parent().map(Path::to_path_buf).unwrap_or_default()
-}
-
-/// fsync every directory in `dirs` that still exists.
-pub(crate) fn fsync_dirs(root: &Root, dirs: &BTreeSet<PathBuf>) -> Result<()> {
-    for d in dirs {
-        match root.open_dir(d) {
-            Ok(fd) => rustix::fs::fsync(&fd).ctx("fsync directory", root.show(d))?,
-            Err(e) if safefs::is_absent(&e) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 fn remove_entry(root: &Root, rel: &Path, is_dir: bool, m: &Mutator) -> Result<()> {
     let (dir, name) = root.parent(rel)?;
     let flags = if is_dir {
@@ -239,8 +227,9 @@ fn remove_entry(root: &Root, rel: &Path, is_dir: bool, m: &Mutator) -> Result<()
     }
 }
 
-/// Make `rel` a regular file with `content` and `mode` (atomic replace).
-pub(crate) fn put_file(
+/// Stage `content` as the temporary file `tmp` next to `rel` (not yet
+/// durable, not yet in place: see [`commit_staged`]).
+pub(crate) fn stage_file(
     root: &Root,
     rel: &Path,
     tmp: &str,
@@ -249,17 +238,15 @@ pub(crate) fn put_file(
     owner: Option<(u32, u32)>,
     m: &Mutator,
 ) -> Result<()> {
-    let (dir, name) = root.parent(rel)?;
-    let tmp = OsStr::new(tmp);
-    write_tmp(&dir, tmp, content, mode, owner).ctx("write temporary file", root.show(rel))?;
-    m.tick();
-    rustix::fs::renameat(&dir, tmp, &dir, name).ctx("rename", root.show(rel))?;
+    let (dir, _) = root.parent(rel)?;
+    write_tmp(&dir, OsStr::new(tmp), content, mode, owner)
+        .ctx("write temporary file", root.show(rel))?;
     m.tick();
     Ok(())
 }
 
-/// Make `rel` a symlink to `target` (atomic replace).
-pub(crate) fn put_symlink(
+/// Stage a symlink to `target` as `tmp` next to `rel`.
+pub(crate) fn stage_symlink(
     root: &Root,
     rel: &Path,
     tmp: &str,
@@ -267,7 +254,7 @@ pub(crate) fn put_symlink(
     owner: Option<(u32, u32)>,
     m: &Mutator,
 ) -> Result<()> {
-    let (dir, name) = root.parent(rel)?;
+    let (dir, _) = root.parent(rel)?;
     let tmp = OsStr::new(tmp);
     remove_if_exists(&dir, tmp).ctx("remove", root.show(rel))?;
     rustix::fs::symlinkat(target, &dir, tmp).ctx("symlink", root.show(rel))?;
@@ -281,7 +268,13 @@ pub(crate) fn put_symlink(
             AtFlags::SYMLINK_NOFOLLOW,
         );
     }
-    rustix::fs::renameat(&dir, tmp, &dir, name).ctx("rename", root.show(rel))?;
+    Ok(())
+}
+
+/// Atomically rename the staged `tmp` over `rel`.
+pub(crate) fn commit_staged(root: &Root, rel: &Path, tmp: &str, m: &Mutator) -> Result<()> {
+    let (dir, name) = root.parent(rel)?;
+    rustix::fs::renameat(&dir, OsStr::new(tmp), &dir, name).ctx("rename", root.show(rel))?;
     m.tick();
     Ok(())
 }
@@ -346,16 +339,33 @@ pub(crate) fn state_matches(root: &Root, rel: &Path, want: &EntryState) -> Resul
     Ok(current_state(root, rel)?.0 == *want)
 }
 
-/// Restore every entry of `j` to its before-state. Idempotent.
+/// Read the original content of `e` from the backup pack.
+fn read_backup(txn: &Path, e: &JournalEntry, pack: &mut Option<File>) -> Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let bp = txn.join(BACKUPS);
+    let (offset, len) = e.backup.ok_or_else(|| Error::Journal {
+        path: txn.join(JOURNAL_FILE),
+        msg: format!("no backup for {}", e.path.display()),
+    })?;
+    if pack.is_none() {
+        *pack = Some(File::open(&bp).ctx("open backup", &bp)?);
+    }
+    let f = pack.as_mut().expect("just opened");
+    f.seek(SeekFrom::Start(offset)).ctx("seek backup", &bp)?;
+    let mut content = vec![0u8; usize::try_from(len).unwrap_or(0)];
+    f.read_exact(&mut content).ctx("read backup", &bp)?;
+    Ok(content)
+}
+
+/// Restore every entry of `j` to its before-state. Idempotent, so a crash
+/// during an undo is repaired by running it again.
 pub(crate) fn undo(root: &Root, txn: &Path, j: &Journal, m: &Mutator) -> Result<()> {
-    let mut dirs = BTreeSet::new();
     // 1. Temporary files a crashed apply may have left behind.
     for e in &j.entries {
         match root.parent(&e.path) {
             Ok((dir, _)) => {
                 if remove_if_exists(&dir, OsStr::new(&e.tmp)).ctx("remove", root.show(&e.path))? {
                     m.tick();
-                    dirs.insert(parent_of(&e.path));
                 }
             }
             Err(err) if safefs::is_absent(&err) => {}
@@ -370,52 +380,40 @@ pub(crate) fn undo(root: &Root, txn: &Path, j: &Journal, m: &Mutator) -> Result<
         let cur = crate::model::FileType::of(md.file_type());
         if e.before.file_type() != Some(cur) {
             remove_entry(root, &e.path, md.is_dir(), m)?;
-            dirs.insert(parent_of(&e.path));
         }
     }
-    // 3. Parents first: recreate the before-states.
+    // 3. Parents first: directories directly, files and symlinks staged.
+    let mut pack = None;
+    let mut staged = Vec::new();
     for e in &j.entries {
+        if matches!(e.before, EntryState::Absent) || state_matches(root, &e.path, &e.before)? {
+            continue;
+        }
         match &e.before {
             EntryState::Absent => {}
             EntryState::File { mode, sha256, .. } => {
-                if state_matches(root, &e.path, &e.before)? {
-                    continue;
-                }
-                let name = e.backup.as_deref().ok_or_else(|| Error::Journal {
-                    path: txn.join(JOURNAL_FILE),
-                    msg: format!("no backup for {}", e.path.display()),
-                })?;
-                let bp = txn.join(BACKUPS).join(name);
-                let content = std::fs::read(&bp).ctx("read backup", &bp)?;
+                let content = read_backup(txn, e, &mut pack)?;
                 if crate::model::sha256_hex(&content) != *sha256 {
                     return Err(Error::Journal {
-                        path: bp,
-                        msg: "backup content does not match its recorded hash".into(),
+                        path: txn.join(BACKUPS),
+                        msg: format!(
+                            "backup of {} does not match its recorded hash",
+                            e.path.display()
+                        ),
                     });
                 }
-                put_file(root, &e.path, &e.tmp, &content, *mode, e.owner, m)?;
-                // Restore setuid/setgid/sticky bits the original had.
-                if mode & 0o7000 != 0 {
-                    put_mode(root, &e.path, *mode, false, m)?;
-                }
-                dirs.insert(parent_of(&e.path));
+                stage_file(root, &e.path, &e.tmp, &content, *mode, e.owner, m)?;
+                staged.push(e);
             }
             EntryState::Symlink { target } => {
-                if state_matches(root, &e.path, &e.before)? {
-                    continue;
-                }
-                put_symlink(root, &e.path, &e.tmp, target, e.owner, m)?;
-                dirs.insert(parent_of(&e.path));
+                stage_symlink(root, &e.path, &e.tmp, target, e.owner, m)?;
+                staged.push(e);
             }
             EntryState::Dir { mode } => {
-                if state_matches(root, &e.path, &e.before)? {
-                    continue;
-                }
                 put_dir(root, &e.path, *mode, e.owner, m)?;
                 if mode & 0o7000 != 0 {
                     put_mode(root, &e.path, *mode, true, m)?;
                 }
-                dirs.insert(parent_of(&e.path));
             }
             EntryState::Other { .. } => {
                 return Err(Error::Journal {
@@ -425,7 +423,18 @@ pub(crate) fn undo(root: &Root, txn: &Path, j: &Journal, m: &Mutator) -> Result<
             }
         }
     }
-    fsync_dirs(root, &dirs)
+    // 4. Staged content durable, then renamed into place, then durable again.
+    root.sync_fs()?;
+    for e in staged {
+        commit_staged(root, &e.path, &e.tmp, m)?;
+        if let EntryState::File { mode, .. } = e.before {
+            // Restore setuid/setgid/sticky bits the original had.
+            if mode & 0o7000 != 0 {
+                put_mode(root, &e.path, mode, false, m)?;
+            }
+        }
+    }
+    root.sync_fs()
 }
 
 /// What [`recover`] did.

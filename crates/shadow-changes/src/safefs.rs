@@ -119,6 +119,12 @@ impl Root {
         self.path.join(rel)
     }
 
+    /// `syncfs(2)` on the root's file system: makes every staged file,
+    /// rename and directory change on it durable in one call.
+    pub(crate) fn sync_fs(&self) -> Result<()> {
+        rustix::fs::syncfs(&self.fd).ctx("syncfs", &self.path)
+    }
+
     /// The root's own path as given to [`Root::open`].
     pub(crate) fn path(&self) -> &Path {
         &self.path
@@ -283,8 +289,9 @@ pub(crate) fn open_nofollow(dir: &impl AsFd, name: &OsStr) -> io::Result<File> {
     Ok(File::from(fd))
 }
 
-/// Create `tmp` in `dir` exclusively, write `content`, set the mode (and
-/// owner, best effort) and `fsync` it. The caller renames it into place.
+/// Create `tmp` in `dir` exclusively, write `content` and set the mode
+/// (and owner, best effort). Not fsynced: the caller makes all staged files
+/// durable at once with `syncfs` before renaming them into place.
 pub(crate) fn write_tmp(
     dir: &impl AsFd,
     tmp: &OsStr,
@@ -306,7 +313,6 @@ pub(crate) fn write_tmp(
     }
     // After chown: chown clears setuid/setgid, and we never set them anyway.
     rustix::fs::fchmod(&f, Mode::from_raw_mode(mode & 0o777))?;
-    f.sync_all()?;
     Ok(())
 }
 
