@@ -769,6 +769,7 @@ pub fn accepted_paths(sel: &Selection) -> BTreeSet<&Path> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shadow_changes::Change;
 
     fn item(p: &str, hunks: Option<usize>) -> Item {
         Item {
@@ -935,6 +936,105 @@ mod tests {
             accepted_paths(&s).into_iter().collect::<Vec<_>>(),
             vec![Path::new("a"), Path::new("b")]
         );
+    }
+
+    fn change(
+        path: &str,
+        kind: ChangeKind,
+        old: Option<FileType>,
+        new: Option<FileType>,
+    ) -> Change {
+        let e = |t: FileType| shadow_changes::Entry {
+            file_type: t,
+            mode: 0o644,
+            size: 1,
+            symlink_target: None,
+        };
+        Change {
+            path: path.into(),
+            kind,
+            old: old.map(e),
+            new: new.map(e),
+            binary: false,
+            insertions: 0,
+            deletions: 0,
+            new_sha256: None,
+            protected: path.starts_with(".env"),
+        }
+    }
+
+    fn change_set(changes: Vec<Change>) -> ChangeSet {
+        ChangeSet {
+            lower: "/l".into(),
+            upper: "/u".into(),
+            changes,
+        }
+    }
+
+    #[test]
+    fn items_skip_directories_and_pick_hunk_files() {
+        use ChangeKind::*;
+        use FileType::{Dir, File as F, Symlink};
+        let mut bin = change("bin", Modified, Some(F), Some(F));
+        bin.binary = true;
+        let cs = change_set(vec![
+            change(".env", Modified, Some(F), Some(F)),
+            bin,
+            change("d", Added, None, Some(Dir)),
+            change("d/x", Added, None, Some(F)),
+            change("l", TypeChanged, Some(F), Some(Symlink)),
+            change("m", ModeChanged, Some(F), Some(F)),
+            change("t", Modified, Some(F), Some(F)),
+        ]);
+        let items = items_of(&cs, |c| if c.path == Path::new("t") { 2 } else { 1 });
+        let got: Vec<(&str, Option<usize>, bool)> = items
+            .iter()
+            .map(|i| (i.path.to_str().unwrap(), i.hunks, i.protected))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (".env", Some(1), true),
+                ("bin", None, false),
+                ("d/x", None, false),
+                ("l", None, false),
+                ("m", None, false),
+                ("t", Some(2), false),
+            ]
+        );
+    }
+
+    #[test]
+    fn directories_follow_their_contents() {
+        use ChangeKind::*;
+        use FileType::{Dir, File as F};
+        let cs = change_set(vec![
+            change("gone", Deleted, Some(Dir), None),
+            change("gone/a", Deleted, Some(F), None),
+            change("gone/sub", Deleted, Some(Dir), None),
+            change("gone/sub/b", Deleted, Some(F), None),
+            change("half", Deleted, Some(Dir), None),
+            change("half/a", Deleted, Some(F), None),
+            change("half/b", Deleted, Some(F), None),
+            change("new", Added, None, Some(Dir)),
+            change("new/x", Added, None, Some(F)),
+            change("empty", Added, None, Some(Dir)),
+            change("chmod", ModeChanged, Some(Dir), Some(Dir)),
+        ]);
+        let mut sel = Selection::reject_all()
+            .with("gone/a", FileSelection::Accept)
+            .with("gone/sub/b", FileSelection::Accept)
+            .with("half/a", FileSelection::Accept)
+            .with("half/b", FileSelection::Reject)
+            .with("new/x", FileSelection::Accept);
+        settle_dirs(&cs, &mut sel);
+        let d = |p: &str| sel.files[Path::new(p)].clone();
+        assert_eq!(d("gone"), FileSelection::Accept);
+        assert_eq!(d("gone/sub"), FileSelection::Accept);
+        assert_eq!(d("half"), FileSelection::Reject);
+        assert_eq!(d("new"), FileSelection::Accept);
+        assert_eq!(d("empty"), FileSelection::Reject);
+        assert_eq!(d("chmod"), FileSelection::Reject);
     }
 
     const DIFF: &str = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n 1\n-2\n+TWO\n@@ -9 +9 @@\n-9\n+NINE\n\\ No newline at end of file\n";

@@ -367,3 +367,42 @@ fn review_of_an_unchanged_session() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to review"));
 }
+
+#[test]
+fn protected_paths_default_to_reject_and_directories_follow_their_files() {
+    let fx = Fixture::new();
+    std::fs::create_dir(fx.project.join("dir")).unwrap();
+    std::fs::write(fx.project.join("dir/a"), "a\n").unwrap();
+    std::fs::write(fx.project.join("dir/b"), "b\n").unwrap();
+    git(&fx.project, &["add", "."]);
+    git(&fx.project, &["commit", "-qm", "dir"]);
+    fx.run_ok(&[
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "echo SECRET=1 > .env && rm -rf dir",
+    ]);
+    // .env: Enter takes the default (reject); dir/a, dir/b: accept the deletions.
+    let out = run_piped(&fx, &["review"], "\ny\ny\n");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("diff --git a/.env b/.env [protected]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Apply this change [y,n,s,v,q,?] (default n)?"),
+        "{text}"
+    );
+    let sel = fx.selection();
+    assert_eq!(sel["files"][".env"]["decision"], "reject");
+    assert_eq!(sel["files"]["dir"]["decision"], "accept", "{sel}");
+    fx.run_ok(&["apply", "--yes"]);
+    assert!(
+        !fx.project.join("dir").exists(),
+        "directory deleted with its files"
+    );
+    assert!(!fx.project.join(".env").exists());
+    assert_eq!(fx.read("f").unwrap().lines().count(), 30);
+}
