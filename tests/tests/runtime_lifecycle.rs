@@ -234,3 +234,19 @@ fn leak_check_detects_a_leftover_container() {
     ctx.ok(&["delete", "--force", &id]);
     lc.assert_clean();
 }
+
+#[test]
+#[ignore = "bug: `kill ID 0` is refused as \"unknown signal\" (signal::parse: Signal::try_from(0) \
+            fails); runc accepts signal 0 as a liveness check"]
+fn kill_signal_zero_checks_liveness() {
+    let ctx = Ctx::new("kill0", &["sleep", "60"]);
+    let id = ctx.id("c");
+    ctx.run_detached(&id);
+    ctx.ok(&["kill", &id, "0"]);
+    assert_eq!(ctx.status(&id), "running");
+    ctx.ok(&["kill", &id, "KILL"]);
+    ctx.wait_status(&id, "stopped");
+    expect_error(&ctx, &["kill", &id, "0"], &["not running"]);
+    ctx.ok(&["delete", &id]);
+    ctx.assert_clean();
+}

@@ -88,6 +88,9 @@ pub fn view(root: &Path, c: &Container) -> StateView {
 /// `state ID`.
 pub fn state(g: &Globals, id: &str) -> Result<StateView> {
     let root = root::existing(&g.root)?;
+    // Under the lock: libcontainer rewrites state.json in place (truncate + write), and a reader
+    // racing pause/resume/kill would see an empty file.
+    let _lock = crate::lock::ContainerLock::acquire_existing(&root, id)?;
     let c = container::load(&root, id)?;
     Ok(view(&root, &c))
 }

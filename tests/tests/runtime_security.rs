@@ -1,0 +1,229 @@
+//! --preserve-fds, and the CVE-2019-5736 defence (the runtime runs from a sealed memfd).
+
+use std::fs;
+use std::io::{Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::time::Duration;
+
+use shadow_integration_tests::*;
+
+/// A command whose fd 3 is `file` (dup2 in the child clears CLOEXEC).
+fn with_fd3(ctx: &Ctx, args: &[&str], file: &fs::File) -> std::process::Command {
+    let mut c = ctx.command(args);
+    let fd = file.as_raw_fd();
+    // SAFETY: dup2 is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            // dup2(3, 3) would keep FD_CLOEXEC: clear it explicitly in that case.
+            let rc = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if rc < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c
+}
+
+fn fd3_file(ctx: &Ctx, content: &str) -> fs::File {
+    let p = ctx.dir().join("fd3.txt");
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&p)
+        .unwrap();
+    f.write_all(content.as_bytes()).unwrap();
+    f.rewind().unwrap();
+    f
+}
+
+#[test]
+fn preserve_fds_passes_fd_3_to_run() {
+    let ctx = Ctx::new(
+        "fds",
+        &[
+            "sh",
+            "-c",
+            "cat <&3; echo; readlink /proc/self/fd/3 >/dev/null && echo fd3-open",
+        ],
+    );
+    let id = ctx.id("c");
+    let f = fd3_file(&ctx, "secret-through-fd3");
+    let o = ctx
+        .spawn_cmd(with_fd3(&ctx, &["run", "--preserve-fds", "1", &id], &f))
+        .wait(CMD_TIMEOUT);
+    assert_eq!(o.code(), Some(0), "{o}");
+    assert_eq!(o.stdout, "secret-through-fd3\nfd3-open\n", "{o}");
+    ctx.assert_clean();
+}
+
+#[test]
+fn without_preserve_fds_fd_3_is_closed() {
+    let ctx = Ctx::new(
+        "nofds",
+        &[
+            "sh",
+            "-c",
+            "if [ -e /proc/self/fd/3 ]; then echo leaked; else echo closed; fi",
+        ],
+    );
+    let id = ctx.id("c");
+    let f = fd3_file(&ctx, "must-not-leak");
+    let o = ctx
+        .spawn_cmd(with_fd3(&ctx, &["run", &id], &f))
+        .wait(CMD_TIMEOUT);
+    assert_eq!(o.code(), Some(0), "{o}");
+    assert_eq!(o.stdout, "closed\n", "{o}");
+    ctx.assert_clean();
+}
+
+#[test]
+fn preserve_fds_with_create_and_exec() {
+    let ctx = Ctx::new("fdscreate", &["sh", "-c", "cat <&3; exec sleep 60"]);
+    let id = ctx.id("c");
+    let f = fd3_file(&ctx, "via-create");
+    let o = ctx
+        .spawn_cmd(with_fd3(&ctx, &["create", "--preserve-fds", "1", &id], &f))
+        .wait(CMD_TIMEOUT)
+        .ok();
+    ctx.ok(&["start", &id]);
+    wait_file_contains(&o.stdout_path, "via-create", Duration::from_secs(10));
+    let g = fd3_file(&ctx, "via-exec");
+    let o = ctx
+        .spawn_cmd(with_fd3(
+            &ctx,
+            &["exec", "--preserve-fds", "1", &id, "sh", "-c", "cat <&3"],
+            &g,
+        ))
+        .wait(CMD_TIMEOUT);
+    assert_eq!(o.code(), Some(0), "{o}");
+    assert_eq!(o.stdout, "via-exec", "{o}");
+    ctx.kill_and_delete(&id);
+    ctx.assert_clean();
+}
+
+/// How the runtime's executable is protected, if at all.
+fn exe_protection(fd: &fs::File) -> Option<&'static str> {
+    // SAFETY: F_GET_SEALS / fstatvfs only read kernel state of an fd we own.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    if seals >= 0 && seals & libc::F_SEAL_WRITE != 0 {
+        return Some("sealed memfd");
+    }
+    // SAFETY: as above, into a statvfs we own.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open; st is a valid out pointer.
+    if unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut st) } == 0 && st.f_flag & libc::ST_RDONLY != 0 {
+        return Some("read-only mount");
+    }
+    None
+}
+
+/// The exe of runtime process `pid` (which puts processes into a container) must be a sealed
+/// memfd (`/memfd:shadow-runtime (deleted)`) or a read-only (detached bind) mount of the binary.
+/// Returns an fd to it, held the way a CVE-2019-5736 attacker would hold it.
+fn check_sealed_exe(pid: i32) -> fs::File {
+    let exe = format!("/proc/{pid}/exe");
+    let mut held = None;
+    wait_until(
+        "runtime re-exec into a protected exe",
+        Duration::from_secs(10),
+        || {
+            let Ok(f) = fs::File::open(&exe) else {
+                return false;
+            };
+            let ok = exe_protection(&f).is_some();
+            if ok {
+                held = Some(f);
+            }
+            ok
+        },
+    );
+    let held = held.unwrap();
+    let target = fs::read_link(&exe).unwrap().to_string_lossy().to_string();
+    if exe_protection(&held) == Some("sealed memfd") {
+        assert_eq!(target, "/memfd:shadow-runtime (deleted)");
+    }
+    // Opening it for writing fails (ETXTBSY: being executed; EPERM: sealed; EROFS: ro mount).
+    for read in [false, true] {
+        let err = fs::OpenOptions::new()
+            .write(true)
+            .read(read)
+            .open(&exe)
+            .expect_err("opened the runtime's exe for writing");
+        let code = err.raw_os_error();
+        assert!(
+            [libc::ETXTBSY, libc::EPERM, libc::EROFS].contains(&code.unwrap_or(0)),
+            "open {exe} for writing: {err}"
+        );
+    }
+    held
+}
+
+/// After the runtime has exited, the held handle still cannot be turned into a write.
+fn assert_unwritable_after_exit(held: &fs::File) {
+    let path = format!("/proc/self/fd/{}", held.as_raw_fd());
+    if let Ok(mut w) = fs::OpenOptions::new().write(true).open(&path) {
+        assert!(
+            w.write_all(b"pwned").is_err(),
+            "wrote to the runtime's exe through a held handle"
+        );
+    }
+    assert_ne!(
+        fs::read(runtime()).unwrap().get(..5),
+        Some(&b"pwned"[..]),
+        "on-disk runtime binary modified"
+    );
+}
+
+#[test]
+fn runtime_exe_is_protected_during_run() {
+    let ctx = Ctx::new("seal", &["sh", "-c", "echo up; exec sleep 5"]);
+    let id = ctx.id("c");
+    let mut run = ctx.spawn(&["run", &id]);
+    run.wait_stdout("up", Duration::from_secs(10));
+    let rt = run.pid();
+    let held = check_sealed_exe(rt);
+    ctx.ok(&["kill", &id, "KILL"]);
+    let o = run.wait(Duration::from_secs(10));
+    assert_eq!(o.code(), Some(137), "{o}");
+    assert_unwritable_after_exit(&held);
+    ctx.assert_clean_pids(&[rt]);
+}
+
+#[test]
+fn runtime_exe_is_protected_during_exec() {
+    let ctx = Ctx::new("sealexec", &["sleep", "60"]);
+    let id = ctx.id("c");
+    ctx.run_detached(&id);
+    let mut ex = ctx.spawn(&["exec", &id, "sh", "-c", "echo in; exec sleep 5"]);
+    ex.wait_stdout("in", Duration::from_secs(10));
+    let held = check_sealed_exe(ex.pid());
+    // The container cannot reach the runtime's exe either: its /proc shows only its own pids.
+    let o = ctx.ok(&["exec", &id, "sh", "-c", "ls /proc | grep -c '^[0-9]'"]);
+    let n: usize = o.stdout.trim().parse().unwrap();
+    // sleep (init), the exec'd sh/sleep, and this sh, ls, grep: no host process.
+    assert!(n <= 5, "container sees {n} processes: {o}");
+    ctx.ok(&["kill", "--all", &id, "KILL"]);
+    let o = ex.wait(Duration::from_secs(10));
+    assert_eq!(o.code(), Some(137), "{o}");
+    assert_unwritable_after_exit(&held);
+    ctx.wait_status(&id, "stopped");
+    ctx.ok(&["delete", &id]);
+    ctx.assert_clean();
+}
+
+#[test]
+fn read_only_commands_are_not_re_executed() {
+    // `state`/`list` do not enter a container and need no sealed copy (cheap).
+    let ctx = Ctx::new("nosealist", &["true"]);
+    let o = ctx.ok(&["list", "-q"]);
+    assert_eq!(o.stdout, "");
+    ctx.assert_clean();
+}
