@@ -6,11 +6,21 @@
 //! once the runtime exits — replacing the host's runtime binary with its own code, which the next
 //! engine call runs as host root.
 //!
-//! Defence: before doing anything that puts processes into a container, the runtime copies its
-//! own executable into a sealed memfd (`F_SEAL_WRITE|F_SEAL_GROW|F_SEAL_SHRINK|F_SEAL_SEAL`) and
-//! re-executes itself from it. `/proc/self/exe` then names an anonymous, immutable file: a handle
-//! to it can never be written, and the file on disk is never exposed. The cost is one in-kernel
-//! copy of the binary (`sendfile`) and one extra `execve`; `hack/bench` measures it.
+//! Defence: before doing anything that puts processes into a container, the runtime makes sure
+//! that the executable it runs from cannot be written through any handle a container can get,
+//! re-executing itself if needed:
+//!
+//! 1. already unwritable (on a read-only mount, or a sealed memfd): nothing to do;
+//! 2. preferred (needs CAP_SYS_ADMIN): a *detached read-only bind mount* of the binary
+//!    (`open_tree(OPEN_TREE_CLONE)` + `mount_setattr(MOUNT_ATTR_RDONLY)`), then `execveat` on it.
+//!    `/proc/self/exe` then resolves through a read-only mount that is in no mount namespace, so
+//!    opening it for writing fails with EROFS. Cost: a few syscalls and one `execve`, no copy;
+//! 3. fallback (rootless, old kernels): copy into a sealed memfd
+//!    (`F_SEAL_WRITE|F_SEAL_GROW|F_SEAL_SHRINK|F_SEAL_SEAL`) and re-execute from it. Cost: one
+//!    in-kernel copy of the binary (several MB) on every call.
+//!
+//! `hack/bench` measures the cost against `SHADOW_RUNTIME_NO_SEAL=1` (which skips this; for
+//! measurements only).
 
 use std::ffi::CString;
 use std::fs::File;
@@ -24,10 +34,103 @@ const SEALS: libc::c_int =
 /// non-executable ones.
 const MFD_EXEC: libc::c_uint = 0x0010;
 
-/// True if the running executable is already a sealed memfd.
+/// True if the running executable cannot be written: a sealed memfd or a read-only mount.
 pub fn is_sealed() -> io::Result<bool> {
     let exe = File::open("/proc/self/exe")?;
-    Ok(sealed(exe.as_raw_fd()))
+    Ok(sealed(exe.as_raw_fd()) || on_readonly_mount(exe.as_raw_fd()))
+}
+
+fn on_readonly_mount(fd: RawFd) -> bool {
+    // SAFETY: fstatvfs fills a statvfs we own.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; fd is open.
+    let rc = unsafe { libc::fstatvfs(fd, &mut st) };
+    rc == 0 && st.f_flag & libc::ST_RDONLY != 0
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// A detached, read-only, nosuid, nodev bind mount of the running executable (an O_PATH fd).
+fn readonly_clone() -> io::Result<OwnedFd> {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    const MOUNT_ATTR_NOSUID: u64 = 0x2;
+    const MOUNT_ATTR_NODEV: u64 = 0x4;
+    // SAFETY: open_tree with a NUL-terminated path; returns a new fd or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c"/proc/self/exe".as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this fd; we own it.
+    let tree = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: mount_setattr reads `attr` (of the size we pass) and changes the detached mount.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if !on_readonly_mount(tree.as_raw_fd()) {
+        return Err(io::Error::other("detached mount is not read-only"));
+    }
+    Ok(tree)
+}
+
+fn exec_fd(fd: RawFd) -> io::Error {
+    let args: Vec<CString> = std::env::args_os()
+        .map(|a| CString::new(a.as_bytes()).expect("argv has no NUL"))
+        .collect();
+    let env: Vec<CString> = std::env::vars_os()
+        .map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).expect("environment has no NUL")
+        })
+        .collect();
+    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    // SAFETY: argv/envp are NULL-terminated arrays of pointers into CStrings that outlive the
+    // call; execveat only returns on failure.
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            fd,
+            c"".as_ptr(),
+            argv.as_ptr(),
+            envp.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        );
+    }
+    io::Error::last_os_error()
 }
 
 fn sealed(fd: RawFd) -> bool {
@@ -40,8 +143,12 @@ fn sealed(fd: RawFd) -> bool {
 /// already is sealed; on success the process image is replaced and this never returns.
 pub fn ensure_sealed() -> io::Result<()> {
     let exe = File::open("/proc/self/exe")?;
-    if sealed(exe.as_raw_fd()) {
+    if sealed(exe.as_raw_fd()) || on_readonly_mount(exe.as_raw_fd()) {
         return Ok(());
+    }
+    if let Ok(tree) = readonly_clone() {
+        // Only returns on failure; fall through to the memfd copy then.
+        let _ = exec_fd(tree.as_raw_fd());
     }
     let memfd = memfd_create()?;
     let len = exe.metadata()?.len();
@@ -75,19 +182,7 @@ pub fn ensure_sealed() -> io::Result<()> {
     if unsafe { libc::fcntl(memfd.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    let args: Vec<CString> = std::env::args_os()
-        .map(|a| CString::new(a.as_bytes()).expect("argv has no NUL"))
-        .collect();
-    let env: Vec<CString> = std::env::vars_os()
-        .map(|(k, v)| {
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            CString::new(kv).expect("environment has no NUL")
-        })
-        .collect();
-    let err = nix::unistd::fexecve(memfd.as_raw_fd(), &args, &env).unwrap_err();
-    Err(io::Error::from_raw_os_error(err as i32))
+    Err(exec_fd(memfd.as_raw_fd()))
 }
 
 fn memfd_create() -> io::Result<OwnedFd> {
