@@ -146,22 +146,16 @@ fn quick_hook_test(kind: &str) {
 }
 
 #[test]
-#[ignore = "bug: shadow-runtime main() resets SIGPIPE to SIG_DFL, so a hook that exits without \
-            reading its stdin kills the runtime (exit 141) mid-create, leaving the container behind"]
 fn hooks_create_runtime_hook_ignoring_stdin() {
     quick_hook_test("createRuntime");
 }
 
 #[test]
-#[ignore = "bug: SIGPIPE (see hooks_create_runtime_hook_ignoring_stdin): delete dies with 141 \
-            and the container can never be deleted"]
 fn hooks_poststop_hook_ignoring_stdin() {
     quick_hook_test("poststop");
 }
 
 #[test]
-#[ignore = "bug: a failing poststop hook makes delete (even --force) fail forever; the spec says \
-            poststop failures are logged and the delete goes on (lifecycle::delete)"]
 fn hooks_failing_poststop_does_not_block_delete() {
     let mut ctx = Ctx::new("hookpoststop", &["true"]);
     ctx.spec["hooks"] = json!({"poststop": [hook("cat >/dev/null; exit 1")]});

@@ -67,9 +67,6 @@ fn features_json() {
 }
 
 #[test]
-#[ignore = "bug: `spec` always panics: clap arg id `rootless` is both the global \
-            `--rootless <true|false|auto>` (String) and `spec --rootless` (bool) in \
-            crates/shadow-runtime/src/cli.rs (Cli::rootless vs Command::Spec::rootless)"]
 fn spec_writes_config_and_refuses_to_overwrite() {
     let ctx = Ctx::new("spec", &["true"]);
     let d = ctx.dir().join("newbundle");
@@ -98,9 +95,6 @@ fn spec_writes_config_and_refuses_to_overwrite() {
 }
 
 #[test]
-#[ignore = "bug: `spec` always panics: clap arg id `rootless` is both the global \
-            `--rootless <true|false|auto>` (String) and `spec --rootless` (bool) in \
-            crates/shadow-runtime/src/cli.rs (Cli::rootless vs Command::Spec::rootless)"]
 fn spec_rootless_has_a_user_namespace() {
     let ctx = Ctx::new("specrootless", &["true"]);
     let d = ctx.dir().join("rl");

@@ -236,8 +236,6 @@ fn leak_check_detects_a_leftover_container() {
 }
 
 #[test]
-#[ignore = "bug: `kill ID 0` is refused as \"unknown signal\" (signal::parse: Signal::try_from(0) \
-            fails); runc accepts signal 0 as a liveness check"]
 fn kill_signal_zero_checks_liveness() {
     let ctx = Ctx::new("kill0", &["sleep", "60"]);
     let id = ctx.id("c");

@@ -4,6 +4,15 @@ use nix::sys::signal::Signal;
 
 use crate::error::{Error, Result};
 
+/// Parse a signal given by name (with or without `SIG`, any case) or number. `0` (no signal:
+/// a liveness check, as `kill -0`) is `None`.
+pub fn parse_or_zero(s: &str) -> Result<Option<Signal>> {
+    if s == "0" {
+        return Ok(None);
+    }
+    parse(s).map(Some)
+}
+
 /// Parse a signal given by name (with or without `SIG`, any case) or number.
 pub fn parse(s: &str) -> Result<Signal> {
     let bad = || Error::invalid(format!("unknown signal {s:?}"));
@@ -37,6 +46,8 @@ mod tests {
         assert_eq!(parse("15").unwrap(), Signal::SIGTERM);
         assert_eq!(parse("9").unwrap(), Signal::SIGKILL);
         assert_eq!(parse("IOT").unwrap(), Signal::SIGABRT);
+        assert_eq!(parse_or_zero("0").unwrap(), None);
+        assert_eq!(parse_or_zero("KILL").unwrap(), Some(Signal::SIGKILL));
     }
 
     #[test]

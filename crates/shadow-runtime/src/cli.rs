@@ -27,8 +27,8 @@ pub struct Cli {
     /// Use the systemd cgroup driver.
     #[arg(long = "systemd-cgroup", global = true)]
     pub systemd_cgroup: bool,
-    /// Rootless mode: true, false or auto.
-    #[arg(long, default_value = "auto", global = true)]
+    /// Rootless mode: true, false or auto (before the command: `spec --rootless` is the spec's).
+    #[arg(long, default_value = "auto")]
     pub rootless: String,
     /// Accepted for runc compatibility (checkpointing is not supported).
     #[arg(long, global = true, hide = true)]
@@ -145,7 +145,8 @@ pub enum Command {
     Spec {
         #[arg(short, long, default_value = ".")]
         bundle: PathBuf,
-        #[arg(long)]
+        /// Generate a spec for a rootless container (user namespace, no cgroup limits).
+        #[arg(long = "rootless", id = "spec_rootless")]
         rootless: bool,
     },
 }

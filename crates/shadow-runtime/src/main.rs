@@ -12,14 +12,17 @@ use shadow_runtime_core as core;
 use cli::{Cli, Command, Format};
 
 fn main() -> ExitCode {
-    // Like a C program: a closed stdout (`state ID | head`) ends us quietly instead of panicking.
-    // SAFETY: resetting SIGPIPE to its default disposition before any thread exists.
+    // SIGPIPE gets a no-op handler: libcontainer writes the state to every hook's stdin and must
+    // see EPIPE (not die) when a hook does not read it; and unlike SIG_IGN, a handler is reset to
+    // the default by execve, so container processes do not inherit an ignored SIGPIPE. Our own
+    // output then handles EPIPE (`state ID | head`) by stopping quietly.
+    // SAFETY: installing a handler that does nothing, before any thread exists.
     unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::signal(libc::SIGPIPE, on_sigpipe as *const () as libc::sighandler_t);
     }
     let cli = Cli::parse();
     if cli.version {
-        print!("{}", cli::version_text());
+        let _ = emit(&cli::version_text());
         return ExitCode::SUCCESS;
     }
     let Some(cmd) = cli.command.clone() else {
@@ -66,10 +69,22 @@ fn fail(cli: &Cli, e: &core::Error) -> ExitCode {
     ExitCode::from(1)
 }
 
+extern "C" fn on_sigpipe(_: libc::c_int) {}
+
+/// Write to stdout; a closed pipe ends the process quietly with status 0 (like `head` closing).
+fn emit(text: &str) -> core::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => Err(core::Error::io("write to stdout", e)),
+    }
+}
+
 fn print_json<T: serde::Serialize>(v: &T) -> core::Result<()> {
     let s = serde_json::to_string_pretty(v).map_err(|e| core::Error::runtime(e.to_string()))?;
-    println!("{s}");
-    Ok(())
+    emit(&format!("{s}\n"))
 }
 
 fn dispatch(g: &core::Globals, cmd: Command) -> core::Result<i32> {
@@ -91,20 +106,19 @@ fn dispatch(g: &core::Globals, cmd: Command) -> core::Result<i32> {
             let pids = core::query::pids(g, &id)?;
             match format {
                 Format::Json => print_json(&pids)?,
-                Format::Table => print!("{}", core::query::ps_table(&pids, &ps_args)?),
+                Format::Table => emit(&core::query::ps_table(&pids, &ps_args)?)?,
             }
             Ok(0)
         }
         Command::List { format, quiet } => {
             let states = core::query::list(g)?;
             if quiet {
-                for s in &states {
-                    println!("{}", s.id);
-                }
+                let ids: String = states.iter().map(|s| format!("{}\n", s.id)).collect();
+                emit(&ids)?;
             } else {
                 match format {
                     Format::Json => print_json(&states)?,
-                    Format::Table => print!("{}", core::query::list_table(&states)),
+                    Format::Table => emit(&core::query::list_table(&states))?,
                 }
             }
             Ok(0)
