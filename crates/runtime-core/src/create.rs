@@ -103,6 +103,11 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
             c.save()
                 .map_err(|e| Error::from_libcontainer("save state", &e))?;
         }
+        if crate::net::wants_new_netns(&eff) {
+            if let Some(pid) = c.pid() {
+                crate::net::loopback_up(pid.as_raw())?;
+            }
+        }
         if let Some(pf) = &pid_file {
             let pid = c.pid().map(|p| p.as_raw()).unwrap_or_default();
             prepare::write_atomic(pf, pid.to_string().as_bytes())?;

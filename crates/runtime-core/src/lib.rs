@@ -18,6 +18,7 @@ pub mod id;
 pub mod lifecycle;
 pub mod lock;
 pub mod logging;
+pub mod net;
 pub mod prepare;
 pub mod query;
 pub mod root;

@@ -1,0 +1,68 @@
+//! Network namespace setup libcontainer leaves out: bringing up `lo`.
+//!
+//! runc brings the loopback interface up in every new network namespace; libcontainer does not,
+//! and without it `localhost` is unreachable inside (test suites that start a local server fail).
+//! This runs from the host side after `create`, while the init process waits for `start`: a
+//! short-lived thread joins the container's network namespace (setns on a network namespace
+//! affects only the calling thread) and sets IFF_UP on `lo`.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
+
+use crate::error::{Error, Result};
+
+/// Whether the spec asks for a new (not joined) network namespace.
+pub fn wants_new_netns(spec: &Spec) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|nss| {
+            nss.iter()
+                .any(|n| n.typ() == LinuxNamespaceType::Network && n.path().is_none())
+        })
+}
+
+/// Bring `lo` up in the network namespace of `pid`.
+pub fn loopback_up(pid: i32) -> Result<()> {
+    let ns = File::open(format!("/proc/{pid}/ns/net"))
+        .map_err(|e| Error::io(format!("open network namespace of {pid}"), e))?;
+    let handle = std::thread::Builder::new()
+        .name("netns-lo".into())
+        .spawn(move || -> std::io::Result<()> {
+            // SAFETY: setns with an fd we own, on this thread only (CLONE_NEWNET).
+            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: a plain datagram socket used for interface ioctls.
+            let fd =
+                unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: fd was just created and is owned by nobody else.
+            let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+            // SAFETY: ifreq is plain data; zero is a valid value.
+            let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+            for (i, b) in b"lo\0".iter().enumerate() {
+                req.ifr_name[i] = *b as libc::c_char;
+            }
+            // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the ifreq we own.
+            unsafe {
+                if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+                if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| Error::io("spawn thread", e))?;
+    handle
+        .join()
+        .map_err(|_| Error::runtime("loopback thread panicked"))?
+        .map_err(|e| Error::io("bring up lo in the container's network namespace", e))
+}
