@@ -224,10 +224,16 @@ fn plan<'c>(
         if c.old_type() != Some(FileType::Dir) || c.new_type() == Some(FileType::Dir) {
             continue;
         }
-        let kept_below = cs
+        // Changes are sorted by path bytes, so everything below `p` (paths
+        // starting with "p/") is one contiguous run.
+        let mut prefix = p.as_os_str().as_bytes().to_vec();
+        prefix.push(b'/');
+        let start = cs
             .changes
+            .partition_point(|d| d.path.as_os_str().as_bytes() < prefix.as_slice());
+        let kept_below = cs.changes[start..]
             .iter()
-            .filter(|d| d.path.starts_with(p) && d.path != p)
+            .take_while(|d| d.path.as_os_str().as_bytes().starts_with(&prefix))
             .any(|d| !accepted.contains_key(d.path.as_path()));
         if kept_below {
             if c.kind == ChangeKind::Deleted {

@@ -336,6 +336,14 @@ pub(crate) fn put_mode(
 
 /// Whether the current state of `rel` equals `want` (ownership ignored).
 pub(crate) fn state_matches(root: &Root, rel: &Path, want: &EntryState) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    if let EntryState::File { size, mode, .. } = want {
+        // Cheap metadata check first; hash only when it could match.
+        match root.probe(rel)? {
+            Some(md) if md.is_file() && md.size() == *size && md.mode() & 0o7777 == *mode => {}
+            _ => return Ok(false),
+        }
+    }
     Ok(current_state(root, rel)?.0 == *want)
 }
 

@@ -7,8 +7,8 @@
 //! * [`ProtectedRules`] — paths never applied unless included ([`protected`]).
 //! * [`Selection`] — per-file / per-hunk review decisions ([`selection`]).
 //! * [`record_base`] — the lower layer's state at session end ([`base`]).
-//! * [`apply()`] — journaled, crash-safe, symlink-proof apply ([`mod@apply`],
-//!   [`journal`], [`safefs`](crate#safe-file-system-access)).
+//! * [`apply()`] — journaled, crash-safe, symlink-proof apply ([`mod@apply`], [`safefs`],
+//!   [`journal`]).
 //! * [`recover`] — call at every start of shadow.
 //! * [`rollback()`] — undo the most recent apply ([`mod@rollback`]).
 //!
@@ -17,7 +17,7 @@
 //! All reads of the layers and all writes to the project resolve parents
 //! with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 //! RESOLVE_NO_MAGICLINKS)` from a directory fd and use `*at()` calls with
-//! `O_NOFOLLOW`; see the `safefs` module source for the threat list.
+//! `O_NOFOLLOW`; see [`safefs`] for the threat list.
 
 pub mod apply;
 pub mod base;
@@ -28,7 +28,7 @@ pub mod json;
 pub mod model;
 pub mod protected;
 pub mod rollback;
-mod safefs;
+pub mod safefs;
 pub mod scan;
 pub mod selection;
 pub mod stat;

@@ -1,7 +1,7 @@
 //! Symlink-proof, root-relative file system access.
 //!
 //! Every path the crate touches inside the project, the lower view or the
-//! upper layer goes through a [`Root`]: a directory file descriptor opened
+//! upper layer goes through a `Root`: a directory file descriptor opened
 //! once, from which every *parent directory* is resolved with
 //! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`
 //! and the final component is then operated on with `*at()` calls that do
@@ -14,7 +14,7 @@
 //!   kernel refuses to traverse it (`ELOOP`) and we report
 //!   [`Error::SymlinkInPath`].
 //! * **`..` and absolute paths** in a change set — rejected lexically by
-//!   [`check_rel`] before any system call, and again by `RESOLVE_BENEATH`.
+//!   `check_rel` before any system call, and again by `RESOLVE_BENEATH`.
 //! * **Magic links** (`/proc/self/fd/N`) — `RESOLVE_NO_MAGICLINKS`.
 //! * **Final-component symlinks** — files are opened with `O_NOFOLLOW`, so a
 //!   symlink planted at the target name is never written through; writes

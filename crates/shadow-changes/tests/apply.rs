@@ -514,3 +514,51 @@ fn error_messages_are_one_line_and_name_the_path() {
     assert!(!e.contains('\n'), "{e}");
     assert!(e.starts_with("pw: "), "{e}");
 }
+
+#[test]
+fn a_failure_midway_undoes_what_was_done() {
+    let s = Session::new(
+        |l| {
+            write(l.join("a.txt"), "a\n");
+            write(l.join("d/x"), "x\n");
+        },
+        |ov| {
+            write(ov.m("a.txt"), "A\n");
+            fs::remove_dir_all(ov.m("d")).unwrap();
+            write(ov.m("z.txt"), "z\n");
+        },
+    );
+    // An untracked file appears in d after the session: rmdir d must fail.
+    write(s.project().join("d/untracked"), "mine\n");
+    let before = snapshot(s.project());
+    let e = s.apply(None, ALL).unwrap_err();
+    assert!(matches!(e, Error::Conflict { .. }), "{e}");
+    assert!(e.to_string().contains("not empty"), "{e}");
+    assert_eq!(snapshot(s.project()), before);
+    assert!(applied_ids(s.journal.path()).unwrap().is_empty());
+    assert_eq!(recover(s.journal.path()).unwrap(), RecoverOutcome::Clean);
+}
+
+#[test]
+fn interrupted_rollback_is_finished_by_recover_and_blocks_apply() {
+    let s = Session::new(populate, work);
+    let before = snapshot(s.project());
+    let r = s.apply(None, ALL).unwrap();
+    // Simulate a crash right after rollback committed to rolling back.
+    fs::rename(
+        s.journal.path().join("applied").join(&r.id),
+        s.journal.path().join("rolling-back"),
+    )
+    .unwrap();
+    let e = s.apply(None, ALL).unwrap_err();
+    assert!(matches!(e, Error::PendingJournal { .. }), "{e}");
+    assert_eq!(
+        recover(s.journal.path()).unwrap(),
+        RecoverOutcome::FinishedRollback { id: r.id }
+    );
+    assert_eq!(snapshot(s.project()), before);
+    no_temp_files(s.project());
+    // And a fresh apply works again.
+    s.apply(None, ALL).unwrap();
+    assert_eq!(snapshot(s.project()), snapshot(s.after.path()));
+}
