@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+pub mod shadow;
+
 /// Default timeout of one runtime command.
 pub const CMD_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -160,6 +160,8 @@ pub fn run(o: &RunOptions) -> Outcome {
     })?;
     let id = session.id().to_string();
     let remove_session = |why: Failure| {
+        // Finished first: the store refuses to remove a session its (live) supervisor runs.
+        let _ = ctx.store.update_meta(&id, |m| m.finish(SessionState::Failed, None));
         let _ = ctx.store.remove(&id);
         why
     };
@@ -213,7 +215,7 @@ pub fn run(o: &RunOptions) -> Outcome {
     };
     let spec = build_spec(&input).map_err(|e| remove_session(e.into()))?;
     if o.dry_run {
-        let _ = ctx.store.remove(&id);
+        let _ = remove_session(Failure::new("dry run"));
         println!(
             "{}",
             serde_json::to_string_pretty(&spec).map_err(|e| Failure::new(e.to_string()))?
@@ -261,7 +263,7 @@ pub fn run(o: &RunOptions) -> Outcome {
         let v = serde_json::json!({
             "session": id,
             "project": project,
-            "state": format!("{state:?}").to_lowercase(),
+            "state": state,
             "exit_status": code,
             "changes": summary,
         });
