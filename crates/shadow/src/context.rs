@@ -37,7 +37,12 @@ impl Context {
         for e in rd.flatten() {
             let journal = e.path().join("journal");
             if journal.is_dir() {
-                match shadow_changes::recover(&journal)? {
+                // Locked: a running apply/rollback/recover owns that journal; not ours to touch.
+                let r = shadow_changes::recover(&journal);
+                if matches!(r, Err(shadow_changes::Error::Locked { .. })) {
+                    continue;
+                }
+                match r? {
                     shadow_changes::RecoverOutcome::Clean => {}
                     shadow_changes::RecoverOutcome::UndidApply { id, paths } => eprintln!(
                         "shadow: an interrupted apply ({id}) was undone; {} path(s) restored",
