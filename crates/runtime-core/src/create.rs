@@ -86,7 +86,9 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
     }
 
     let is_root = nix::unistd::geteuid().is_root();
-    let (eff, changed) = prepare::effective_spec(spec, &rootfs, &o.id, g.systemd_cgroup, is_root);
+    let rootless = crate::net::rootless();
+    let (eff, changed) =
+        prepare::effective_spec(spec, &rootfs, &o.id, g.systemd_cgroup, is_root, rootless);
     let eff_dir = prepare::effective_bundle_dir(&root, &o.id);
     let lc_bundle = if changed {
         prepare::write_bundle(&eff_dir, &eff)?;
@@ -103,7 +105,7 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
             c.save()
                 .map_err(|e| Error::from_libcontainer("save state", &e))?;
         }
-        if crate::net::wants_new_netns(&eff) {
+        if !rootless && crate::net::wants_new_netns(&eff) {
             if let Some(pid) = c.pid() {
                 crate::net::loopback_up(pid.as_raw())?;
             }
@@ -166,6 +168,11 @@ fn check_console_socket(p: &Path) -> Result<()> {
 fn cleanup_failed(root: &Path, id: &str, cgroups_path: Option<&Path>, systemd: bool) {
     let cdir = container::dir(root, id);
     if let Ok(mut c) = Container::load(cdir.clone()) {
+        // Kill the init directly too: where no cgroup could be created (rootless), delete's
+        // cgroup-based kill finds nothing and the init would wait for `start` forever.
+        if let Some(pid) = c.pid() {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
         let _ = c.delete(true);
     }
     if let Some(cg) = cgroups_path {

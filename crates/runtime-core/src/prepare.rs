@@ -41,13 +41,15 @@ pub fn cgroups_path(given: Option<&Path>, id: &str, systemd: bool, is_root: bool
     }
 }
 
-/// The spec as it will run, and whether it differs from the bundle's.
+/// The spec as it will run, and whether it differs from the bundle's. `loopback_hook`: add the
+/// hook that brings `lo` up from inside (rootless callers, see [`crate::net`]).
 pub fn effective_spec(
     mut spec: Spec,
     rootfs: &Path,
     id: &str,
     systemd: bool,
     is_root: bool,
+    loopback_hook: bool,
 ) -> (Spec, bool) {
     let mut changed = false;
     if let Some(linux) = spec.linux_mut() {
@@ -56,6 +58,22 @@ pub fn effective_spec(
             linux.set_cgroups_path(Some(want));
             changed = true;
         }
+    }
+    if loopback_hook && crate::net::wants_new_netns(&spec) {
+        let hook = oci_spec::runtime::HookBuilder::default()
+            .path("/proc/self/exe")
+            .args(vec![
+                "shadow-runtime".to_string(),
+                crate::net::LOOPBACK_HOOK_ARG.to_string(),
+            ])
+            .build()
+            .expect("hook with a path");
+        let mut hooks = spec.hooks().clone().unwrap_or_default();
+        let mut cc = hooks.create_container().clone().unwrap_or_default();
+        cc.insert(0, hook);
+        hooks.set_create_container(Some(cc));
+        spec.set_hooks(Some(hooks));
+        changed = true;
     }
     if changed {
         // The effective bundle lives elsewhere: a relative rootfs must be made absolute.
@@ -161,6 +179,7 @@ mod tests {
             "c",
             false,
             true,
+            false,
         );
         assert!(!changed);
         assert_eq!(s.root().as_ref().unwrap().path(), Path::new("rootfs"));
@@ -168,8 +187,14 @@ mod tests {
 
     #[test]
     fn missing_path_is_filled_and_rootfs_made_absolute() {
-        let (s, changed) =
-            effective_spec(spec_with(None), Path::new("/b/rootfs"), "c", false, true);
+        let (s, changed) = effective_spec(
+            spec_with(None),
+            Path::new("/b/rootfs"),
+            "c",
+            false,
+            true,
+            false,
+        );
         assert!(changed);
         assert_eq!(
             s.linux().as_ref().unwrap().cgroups_path().as_deref(),

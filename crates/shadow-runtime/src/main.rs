@@ -12,6 +12,10 @@ use shadow_runtime_core as core;
 use cli::{Cli, Command, Format};
 
 fn main() -> ExitCode {
+    // Started by the runtime as the container's loopback hook (see runtime-core's net module).
+    if let Some(code) = shadow_runtime_core::net::hook_main() {
+        return ExitCode::from(code as u8);
+    }
     // SIGPIPE gets a no-op handler: libcontainer writes the state to every hook's stdin and must
     // see EPIPE (not die) when a hook does not read it; and unlike SIG_IGN, a handler is reset to
     // the default by execve, so container processes do not inherit an ignored SIGPIPE. Our own

@@ -161,7 +161,9 @@ pub fn run(o: &RunOptions) -> Outcome {
     let id = session.id().to_string();
     let remove_session = |why: Failure| {
         // Finished first: the store refuses to remove a session its (live) supervisor runs.
-        let _ = ctx.store.update_meta(&id, |m| m.finish(SessionState::Failed, None));
+        let _ = ctx
+            .store
+            .update_meta(&id, |m| m.finish(SessionState::Failed, None));
         let _ = ctx.store.remove(&id);
         why
     };
@@ -180,6 +182,14 @@ pub fn run(o: &RunOptions) -> Outcome {
         }
     };
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    // Rootless: from here on we are root of our own user namespace, and the sandbox maps its
+    // root to ours (see rootless.rs).
+    let mut sandbox_user = ctx.user.clone();
+    if !ctx.user.is_root() && !o.dry_run {
+        crate::rootless::enter(ctx.user.uid, ctx.user.gid).map_err(remove_session)?;
+        sandbox_user.uid = 0;
+        sandbox_user.gid = 0;
+    }
     let input = SandboxInput {
         session_id: id.clone(),
         args: o.command.clone(),
@@ -195,7 +205,7 @@ pub fn run(o: &RunOptions) -> Outcome {
             host
         },
         host_limits: hostview::probe_host_limits(),
-        user: ctx.user.clone(),
+        user: sandbox_user,
         env,
         terminal,
         network: if o.allow_network {

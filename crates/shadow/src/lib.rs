@@ -17,6 +17,7 @@ pub mod doctor;
 pub mod inspect;
 pub mod launch;
 pub mod review;
+pub mod rootless;
 
 /// A user-facing error: one line, printed as `shadow: <msg>`, exit status 1 (or `code`).
 #[derive(Debug)]

@@ -222,6 +222,10 @@ fn dispatch(cmd: Cmd) -> Outcome {
 }
 
 fn main() -> ExitCode {
+    // Started by the runtime as the container's loopback hook (see runtime-core's net module).
+    if let Some(code) = shadow_runtime_core::net::hook_main() {
+        return ExitCode::from(code as u8);
+    }
     // SAFETY: restore SIGPIPE's default before any thread exists, so `shadow diff | head` ends
     // quietly.
     unsafe {
