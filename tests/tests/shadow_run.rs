@@ -66,10 +66,6 @@ fn killed_by_signal_from_the_host_is_137() {
 }
 
 #[test]
-#[ignore = "bug: the command is PID 1 of the sandbox's pid namespace and no init is interposed; \
-            the kernel drops default-disposition signals sent to a namespace init from inside, \
-            so `kill -9 $$` (and likewise SIGTERM on --timeout, Ctrl-C of a command without a \
-            handler) is a no-op: sh continues and shadow exits 0 instead of 137"]
 fn kill_minus_9_of_itself_is_137() {
     let p = Project::new("run-kill9");
     let out = p.run("kill -9 $$; echo survived");

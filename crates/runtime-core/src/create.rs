@@ -29,6 +29,8 @@ pub struct CreateOptions {
     pub no_new_keyring: bool,
     /// Number of extra fds (from 3 up) passed to the container.
     pub preserve_fds: i32,
+    /// Run a minimal init as pid 1 with the process as its child (see `init_shim`).
+    pub init_shim: bool,
 }
 
 /// Create the container. On any failure nothing is left behind: no state directory, no
@@ -135,6 +137,7 @@ fn build(
 ) -> Result<Container> {
     let executor = ShadowExecutor {
         no_new_keyring: o.no_new_keyring,
+        init_shim: o.init_shim,
     };
     ContainerBuilder::new(o.id.clone(), SyscallType::default())
         .with_executor(executor)

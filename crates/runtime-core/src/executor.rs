@@ -18,12 +18,27 @@ use oci_spec::runtime::Spec;
 pub struct ShadowExecutor {
     /// Do not create a new session keyring (runc's `--no-new-keyring`).
     pub no_new_keyring: bool,
+    /// Keep a minimal init as pid 1 and run the payload as its child ([`crate::init_shim`]).
+    pub init_shim: bool,
 }
 
 impl Executor for ShadowExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
         if !self.no_new_keyring {
             join_new_session_keyring()?;
+        }
+        if self.init_shim {
+            let spec = spec.clone();
+            crate::init_shim::run(move || {
+                let result = DefaultExecutor {}.exec(&spec);
+                match result {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        eprintln!("shadow: cannot run the command: {e}");
+                        127
+                    }
+                }
+            });
         }
         DefaultExecutor {}.exec(spec)
     }

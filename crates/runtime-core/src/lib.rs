@@ -15,6 +15,7 @@ pub mod executor;
 pub mod features;
 pub mod foreground;
 pub mod id;
+pub mod init_shim;
 pub mod lifecycle;
 pub mod lock;
 pub mod logging;

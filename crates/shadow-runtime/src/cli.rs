@@ -188,6 +188,7 @@ impl CreateArgs {
             no_pivot: self.no_pivot,
             no_new_keyring: self.no_new_keyring,
             preserve_fds: self.preserve_fds,
+            init_shim: false,
         }
     }
 }

@@ -246,6 +246,7 @@ pub fn run(o: &RunOptions) -> Outcome {
             create: rt::create::CreateOptions {
                 id: id.clone(),
                 bundle: session.bundle_dir(),
+                init_shim: true,
                 ..Default::default()
             },
             timeout: o.timeout.map(Duration::from_secs),
