@@ -10,7 +10,7 @@
 //! `cargo build -p shadow-runtime` (or set `SHADOW_RUNTIME=/path/to/shadow-runtime`;
 //! `SHADOW_RUNTIME_PROFILE=release` picks `target/release`).
 
-use std::fs;
+use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -37,38 +37,85 @@ pub fn workspace_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// Path of workspace binary `name` under test: `$env_var` if set, else `target/{debug|release}`
+/// (release when `SHADOW_RUNTIME_PROFILE=release`).
+pub fn built_binary(name: &str, env_var: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env_var) {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "{env_var}={} does not exist", p.display());
+        return p;
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_dir().join("target"));
+    let profile = match std::env::var("SHADOW_RUNTIME_PROFILE").as_deref() {
+        Ok("release") => "release",
+        _ => "debug",
+    };
+    let p = target.join(profile).join(name);
+    assert!(
+        p.is_file(),
+        "{} not found: build it first with `cargo build -p shadow -p shadow-runtime{}` \
+         (or set {env_var})",
+        p.display(),
+        if profile == "release" {
+            " --release"
+        } else {
+            ""
+        }
+    );
+    warn_if_stale(&p);
+    p
+}
+
 /// Path of the `shadow-runtime` binary under test.
 pub fn runtime() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("SHADOW_RUNTIME") {
-            let p = PathBuf::from(p);
-            assert!(p.is_file(), "SHADOW_RUNTIME={} does not exist", p.display());
-            return p;
-        }
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace_dir().join("target"));
-        let profile = match std::env::var("SHADOW_RUNTIME_PROFILE").as_deref() {
-            Ok("release") => "release",
-            _ => "debug",
+    BIN.get_or_init(|| built_binary("shadow-runtime", "SHADOW_RUNTIME"))
+        .clone()
+}
+
+/// Spawn `cmd` as the session leader of a fresh pty (stdin/stdout/stderr on its slave, the
+/// slave its controlling terminal); returns the child and the master.
+pub fn spawn_on_pty(
+    mut cmd: Command,
+    size: Option<(u16, u16)>,
+) -> (std::process::Child, std::os::fd::OwnedFd) {
+    use std::os::unix::process::CommandExt;
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    if let Some((rows, cols)) = size {
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
         };
-        let p = target.join(profile).join("shadow-runtime");
-        assert!(
-            p.is_file(),
-            "{} not found: build it first with `cargo build -p shadow-runtime{}` \
-             (or set SHADOW_RUNTIME)",
-            p.display(),
-            if profile == "release" {
-                " --release"
-            } else {
-                ""
+        // SAFETY: TIOCSWINSZ reads the winsize we own.
+        unsafe {
+            libc::ioctl(
+                std::os::fd::AsRawFd::as_raw_fd(&pty.slave),
+                libc::TIOCSWINSZ,
+                &ws,
+            )
+        };
+    }
+    let slave = pty.slave;
+    cmd.stdin(File::from(slave.try_clone().unwrap()))
+        .stdout(File::from(slave.try_clone().unwrap()))
+        .stderr(File::from(slave.try_clone().unwrap()));
+    // SAFETY: setsid and ioctl are async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            if libc::ioctl(0, libc::TIOCSCTTY as _, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
             }
-        );
-        warn_if_stale(&p);
-        p
-    })
-    .clone()
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().expect("spawn on a pty");
+    drop(slave);
+    (child, pty.master)
 }
 
 /// Warn (do not fail) when the binary is older than the runtime's sources.

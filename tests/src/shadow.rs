@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::{require_root, unique, workspace_dir, Out, Spawned};
+use crate::{require_root, unique, Out, Spawned};
 
 /// Default timeout of one `shadow` command.
 pub const SHADOW_TIMEOUT: Duration = Duration::from_secs(30);
@@ -27,29 +27,8 @@ pub const SHADOW_TIMEOUT: Duration = Duration::from_secs(30);
 /// Path of the `shadow` binary under test.
 pub fn shadow_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("SHADOW_BIN") {
-            let p = PathBuf::from(p);
-            assert!(p.is_file(), "SHADOW_BIN={} does not exist", p.display());
-            return p;
-        }
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace_dir().join("target"));
-        let profile = match std::env::var("SHADOW_RUNTIME_PROFILE").as_deref() {
-            Ok("release") => "release",
-            _ => "debug",
-        };
-        let p = target.join(profile).join("shadow");
-        assert!(
-            p.is_file(),
-            "{} not found: build it first with `cargo build -p shadow -p shadow-runtime` \
-             (or set SHADOW_BIN)",
-            p.display()
-        );
-        p
-    })
-    .clone()
+    BIN.get_or_init(|| crate::built_binary("shadow", "SHADOW_BIN"))
+        .clone()
 }
 
 /// Files of the default project: path, content, mode.

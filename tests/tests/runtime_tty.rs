@@ -3,7 +3,6 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use shadow_integration_tests::*;
@@ -88,25 +87,7 @@ fn tty_run_without_console_socket_proxies_a_pty() {
         &["sh", "-c", "echo name=$(tty); read x; echo got-$x; exit 7"],
     );
     let id = ctx.id("c");
-    let pty = nix::pty::openpty(None, None).expect("openpty");
-    let slave = pty.slave;
-    let mut cmd = ctx.command(&["run", &id]);
-    cmd.stdin(File::from(slave.try_clone().unwrap()))
-        .stdout(File::from(slave.try_clone().unwrap()))
-        .stderr(File::from(slave.try_clone().unwrap()));
-    // SAFETY: setsid and ioctl are async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
-            if libc::ioctl(0, libc::TIOCSCTTY as _, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().expect("spawn run on a pty");
-    drop(slave);
-    let master = pty.master;
+    let (mut child, master) = spawn_on_pty(ctx.command(&["run", &id]), None);
     let s = read_fd_until(master.as_fd(), "name=/dev/pts/", T);
     assert!(!s.contains("not a tty"), "{s:?}");
     File::from(master.try_clone().unwrap())

@@ -46,12 +46,8 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
     // Resolve every path now: libcontainer's notify-socket setup changes the process-wide current
     // directory while it works, after which relative paths would point elsewhere.
     let bundle = root::absolute(&o.bundle)?;
-    let pid_file = o.pid_file.as_deref().map(root::absolute).transpose()?;
-    let console = o
-        .console_socket
-        .as_deref()
-        .map(root::absolute)
-        .transpose()?;
+    let pid_file = root::absolute_opt(o.pid_file.as_deref())?;
+    let console = root::absolute_opt(o.console_socket.as_deref())?;
     if let Some(c) = &console {
         check_console_socket(c)?;
     }

@@ -154,12 +154,8 @@ pub fn exec_process(base: &Process, o: &ExecOptions) -> Result<Process> {
 /// Run the exec. Returns the process's exit status (0 when detached).
 pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
     let root = root::existing(&g.root)?;
-    let pid_file = o.pid_file.as_deref().map(root::absolute).transpose()?;
-    let console = o
-        .console_socket
-        .as_deref()
-        .map(root::absolute)
-        .transpose()?;
+    let pid_file = root::absolute_opt(o.pid_file.as_deref())?;
+    let console = root::absolute_opt(o.console_socket.as_deref())?;
     let c = container::load(&root, &o.id)?;
     if c.status() != ContainerStatus::Running {
         return Err(Error::new(

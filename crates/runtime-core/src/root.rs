@@ -84,6 +84,11 @@ pub fn absolute(p: &Path) -> Result<PathBuf> {
     }
 }
 
+/// [`absolute`] of an optional path.
+pub fn absolute_opt(p: Option<&Path>) -> Result<Option<PathBuf>> {
+    p.map(absolute).transpose()
+}
+
 /// Restrict a freshly created directory to its owner.
 pub fn chmod_private(p: &Path) -> Result<()> {
     fs::set_permissions(p, fs::Permissions::from_mode(0o700))
