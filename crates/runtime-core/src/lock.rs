@@ -12,7 +12,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -24,43 +24,60 @@ pub struct ContainerLock {
     path: PathBuf,
 }
 
+fn lock_fd(file: &File, path: &Path) -> Result<()> {
+    loop {
+        // SAFETY: an all-zero flock struct is valid; we then set the fields we need.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_WRLCK as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        // SAFETY: F_SETLKW on an fd we own, with a pointer to a live flock struct.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLKW, &fl) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(Error::io(format!("lock {}", path.display()), err));
+        }
+    }
+}
+
 impl ContainerLock {
     /// Block until the lock for `id` under `root` is ours.
+    ///
+    /// The lock file may be unlinked by its holder (`delete`, or a command that found no such
+    /// container): a waiter that then gets the lock holds it on a file nobody else will open, so
+    /// after locking we check that the path still names our file, and start over if not.
     pub fn acquire(root: &Path, id: &str) -> Result<Self> {
         let dir = root.join(".locks");
         fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
         let path = dir.join(id);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|e| Error::io(format!("open lock {}", path.display()), e))?;
         loop {
-            // SAFETY: an all-zero flock struct is valid; we then set the fields we need.
-            let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-            fl.l_type = libc::F_WRLCK as libc::c_short;
-            fl.l_whence = libc::SEEK_SET as libc::c_short;
-            // SAFETY: F_SETLKW on an fd we own, with a pointer to a live flock struct.
-            let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLKW, &fl) };
-            if rc == 0 {
-                break;
-            }
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EINTR) {
-                return Err(Error::io(format!("lock {}", path.display()), err));
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .mode(0o600)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(&path)
+                .map_err(|e| Error::io(format!("open lock {}", path.display()), e))?;
+            lock_fd(&file, &path)?;
+            let ours = file.metadata().map_err(|e| Error::io("stat lock", e))?;
+            match fs::metadata(&path) {
+                Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => {
+                    return Ok(Self {
+                        file: Some(file),
+                        path,
+                    })
+                }
+                // Unlinked (or replaced) while we waited: retry on the current file.
+                _ => continue,
             }
         }
-        Ok(Self {
-            file: Some(file),
-            path,
-        })
     }
 
-    /// Lock an existing container. When there is no such container no lock file is created (a
-    /// command on an unknown id must leave nothing behind); the caller's load then reports it.
+    /// Lock an existing container. When there is no such container no lock file is left behind
+    /// (a command on an unknown id must leave nothing behind); the caller's load then reports it.
     pub fn acquire_existing(root: &Path, id: &str) -> Result<Self> {
         crate::id::validate(id)?;
         if !root.join(id).is_dir() {
@@ -69,7 +86,12 @@ impl ContainerLock {
                 path: root.join(".locks").join(id),
             });
         }
-        Self::acquire(root, id)
+        let lock = Self::acquire(root, id)?;
+        if !root.join(id).is_dir() {
+            // Deleted while we waited: drop the lock file we may have just created.
+            lock.remove();
+        }
+        Ok(lock)
     }
 
     /// Remove the lock file (after `delete`): later commands see a fresh one.
