@@ -169,12 +169,26 @@ pub(crate) fn lock(journal_dir: &Path) -> Result<LockGuard> {
         .write(true)
         .open(&p)
         .ctx("open", &p)?;
-    match rustix::fs::flock(&f, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(LockGuard { _file: f }),
-        Err(Errno::WOULDBLOCK) => Err(Error::Locked { path: p }),
-        Err(e) => Err(Error::io("flock", &p, e)),
+    // An flock belongs to the open file description, which a child forked by any thread of
+    // this process shares until it execs (even with O_CLOEXEC). Such a child holds the lock
+    // for a moment only, so a busy lock is retried briefly before it is reported: a real
+    // concurrent apply holds it far longer and still gets `Locked`.
+    let mut tries = 0;
+    loop {
+        match rustix::fs::flock(&f, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(LockGuard { _file: f }),
+            Err(Errno::WOULDBLOCK) if tries < LOCK_RETRIES => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(Errno::WOULDBLOCK) => return Err(Error::Locked { path: p }),
+            Err(e) => return Err(Error::io("flock", &p, e)),
+        }
     }
 }
+
+/// How many times (10 ms apart) a busy journal lock is retried before [`Error::Locked`].
+const LOCK_RETRIES: u32 = 20;
 
 /// Remove a finished journal directory crash-safely: rename it to
 /// `<name>.done` first so that a half-deleted directory is never mistaken
