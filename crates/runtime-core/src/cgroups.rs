@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use libcgroups::common::{create_cgroup_manager, AnyCgroupManager, CgroupConfig, CgroupManager};
+use libcgroups::common::{
+    create_cgroup_manager, AnyCgroupManager, CgroupConfig, CgroupManager, ControllerOpt,
+};
+use oci_spec::runtime::Spec;
 use libcontainer::container::Container;
 
 use crate::error::{Error, Result};
@@ -45,4 +48,28 @@ pub fn pids(c: &Container) -> Result<Vec<i32>> {
     p.sort_unstable();
     p.dedup();
     Ok(p)
+}
+
+/// Apply `linux.resources.memory.disableOOMKiller`, which libcontainer 0.7 drops (it always
+/// passes `disable_oom_killer: false` when it applies the spec's resources at create).
+pub fn apply_disable_oom_killer(c: &Container, spec: &Spec) -> Result<()> {
+    let Some(resources) = spec.linux().as_ref().and_then(|l| l.resources().as_ref()) else {
+        return Ok(());
+    };
+    let wanted = resources
+        .memory()
+        .as_ref()
+        .and_then(|m| m.disable_oom_killer())
+        .unwrap_or(false);
+    if !wanted {
+        return Ok(());
+    }
+    for_container(c)?
+        .apply(&ControllerOpt {
+            resources,
+            disable_oom_killer: true,
+            oom_score_adj: None,
+            freezer_state: None,
+        })
+        .map_err(|e| Error::from_libcontainer("disable the OOM killer", &e))
 }

@@ -103,6 +103,7 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
             c.save()
                 .map_err(|e| Error::from_libcontainer("save state", &e))?;
         }
+        crate::cgroups::apply_disable_oom_killer(&c, &eff)?;
         if !rootless && crate::net::wants_new_netns(&eff) {
             if let Some(pid) = c.pid() {
                 crate::net::loopback_up(pid.as_raw())?;
