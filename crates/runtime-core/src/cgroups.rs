@@ -6,8 +6,8 @@ use std::path::Path;
 use libcgroups::common::{
     create_cgroup_manager, AnyCgroupManager, CgroupConfig, CgroupManager, ControllerOpt,
 };
-use oci_spec::runtime::Spec;
 use libcontainer::container::Container;
+use oci_spec::runtime::Spec;
 
 use crate::error::{Error, Result};
 
