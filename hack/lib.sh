@@ -13,10 +13,11 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 SHADOW_APT_PACKAGES=(
   libseccomp-dev pkg-config busybox-static
   runc crun bubblewrap hyperfine uidmap iproute2 jq tmux python3 time
+  docker.io podman containerd
 )
 # >>> Packages for later scenarios (NOT needed yet). Add them here when the
 # >>> tests/benchmarks that use them land:
-#   docker.io podman containerd golang-go
+#   golang-go
 SHADOW_APT_PACKAGES_LATER=()
 
 missing_packages() {

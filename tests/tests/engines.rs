@@ -1,0 +1,701 @@
+//! Container engines driving `shadow-runtime`: Docker 20.10, Podman 4.3 and containerd 1.6
+//! (Debian 12 `docker.io`, `podman`, `containerd`).
+//!
+//! Each test has its own private engine — daemon, sockets, storage and state all in its own
+//! temporary directory — so the tests run in parallel with each other and with the rest of the
+//! suite. A guard stops the daemon by pid and lazily unmounts anything left under the directory,
+//! also when the test fails; then the test checks that no process and no mount mentioning the
+//! directory is left.
+//!
+//! Network rule: no engine may reach a registry or any non-loopback address. Images are imported
+//! from a local tarball of the busybox rootfs, every container runs with `--network none`,
+//! `docker run` gets `--pull never`, and dockerd has no bridge and no iptables.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use shadow_integration_tests::{
+    mounts_under, processes_mentioning, require_root, runtime, unique, workspace_dir,
+};
+
+/// Bound of one engine command (passed to timeout(1)).
+const TIMEOUT_SECS: &str = "60";
+
+/// One finished engine command.
+#[derive(Debug)]
+struct Res {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    what: String,
+}
+
+impl Res {
+    #[track_caller]
+    fn ok(self) -> Self {
+        assert_eq!(self.code, Some(0), "command failed: {self}");
+        self
+    }
+
+    #[track_caller]
+    fn code(self, want: i32) -> Self {
+        assert_eq!(self.code, Some(want), "unexpected exit code: {self}");
+        self
+    }
+}
+
+impl std::fmt::Display for Res {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}\n[exit {:?}]\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.what, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Run `prog args` under `timeout -k 5 60`, stdin /dev/null, with extra `env`.
+fn run(prog: &str, args: &[&str], env: &[(&str, &str)]) -> Res {
+    let mut c = Command::new("timeout");
+    c.args(["-k", "5", TIMEOUT_SECS, prog])
+        .args(args)
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap_or_else(|e| panic!("spawn {prog}: {e}"));
+    Res {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+        what: format!("{prog} {}", args.join(" ")),
+    }
+}
+
+/// A short private temporary directory (`/tmp/<tag>XXXXXX`: unix socket paths must stay short).
+fn short_tmp(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(tag)
+        .tempdir_in("/tmp")
+        .expect("create temp dir")
+}
+
+/// The busybox rootfs: `$SHADOW_TEST_ROOTFS`, else one built with `hack/mkrootfs` in `dir`.
+fn rootfs(dir: &Path) -> PathBuf {
+    if let Some(p) = std::env::var_os("SHADOW_TEST_ROOTFS") {
+        let p = PathBuf::from(p);
+        assert!(
+            p.join("bin/busybox").is_file(),
+            "{}: no bin/busybox",
+            p.display()
+        );
+        return p;
+    }
+    let p = dir.join("rootfs");
+    let mk = workspace_dir().join("hack/mkrootfs");
+    run(mk.to_str().unwrap(), &[p.to_str().unwrap()], &[]).ok();
+    p
+}
+
+/// `tar -C <rootfs> -cf <dir>/<name> .`
+fn rootfs_tar(dir: &Path, name: &str) -> PathBuf {
+    let root = rootfs(dir);
+    let tar = dir.join(name);
+    run(
+        "tar",
+        &[
+            "-C",
+            root.to_str().unwrap(),
+            "-cf",
+            tar.to_str().unwrap(),
+            ".",
+        ],
+        &[],
+    )
+    .ok();
+    tar
+}
+
+/// A started daemon, stopped by pid (SIGTERM, bounded wait, SIGKILL) on drop.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn spawn(prog: &str, args: &[&str], log: PathBuf) -> Self {
+        let f = fs::File::create(&log).expect("create daemon log");
+        let child = Command::new(prog)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {prog}: {e}"));
+        Daemon { child, log }
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Poll `ready` (bounded) while the daemon is alive.
+    #[track_caller]
+    fn wait_ready(&mut self, what: &str, mut ready: impl FnMut() -> bool) {
+        let t0 = Instant::now();
+        while !ready() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!(
+                    "{what} exited ({st}) before it was ready; log:\n{}",
+                    self.log()
+                );
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "{what} not ready after 30s; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(20) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("daemon {pid} ignored SIGTERM for 20s: SIGKILL");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One engine's world: its temporary directory and (optionally) its daemon. On drop: a
+/// best-effort `cleanup` command, the daemon stopped, every mount under the directory lazily
+/// unmounted, the directory removed.
+struct World {
+    daemon: Option<Daemon>,
+    cleanup: Vec<Vec<String>>,
+    env: Vec<(String, String)>,
+    dir: Option<tempfile::TempDir>,
+    path: PathBuf,
+}
+
+impl World {
+    fn new(tag: &str) -> Self {
+        let dir = short_tmp(tag);
+        let path = dir.path().to_path_buf();
+        World {
+            daemon: None,
+            cleanup: Vec::new(),
+            env: Vec::new(),
+            dir: Some(dir),
+            path,
+        }
+    }
+
+    fn p(&self, rel: &str) -> String {
+        self.path.join(rel).to_string_lossy().to_string()
+    }
+
+    fn run(&self, prog: &str, args: &[&str]) -> Res {
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        run(prog, args, &env)
+    }
+
+    /// Tear everything down now (what drop does).
+    fn teardown(&mut self) {
+        for c in std::mem::take(&mut self.cleanup) {
+            let args: Vec<&str> = c[1..].iter().map(String::as_str).collect();
+            let _ = self.run(&c[0], &args);
+        }
+        if let Some(mut d) = self.daemon.take() {
+            d.stop();
+        }
+        let mut ms = mounts_under(&self.path);
+        ms.sort();
+        for m in ms.iter().rev() {
+            let _ = Command::new("umount")
+                .args(["-l", m])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        if let Some(d) = self.dir.take() {
+            if let Err(e) = d.close() {
+                eprintln!("removing {}: {e}", self.path.display());
+            }
+        }
+    }
+
+    /// Tear down, then assert that no process and no mount mentions the directory.
+    #[track_caller]
+    fn finish_clean(mut self) {
+        self.teardown();
+        let dir = self.path.to_string_lossy().to_string();
+        let t0 = Instant::now();
+        loop {
+            let mut leaks: Vec<String> = processes_mentioning(&dir)
+                .into_iter()
+                .map(|(pid, what)| format!("process {pid}: {what}"))
+                .collect();
+            leaks.extend(
+                mounts_under(&self.path)
+                    .into_iter()
+                    .map(|m| format!("mount {m}")),
+            );
+            if leaks.is_empty() {
+                return;
+            }
+            if t0.elapsed() > Duration::from_secs(5) {
+                // Do not leave them to the rest of the suite: kill them (by pid), then fail.
+                for (pid, _) in processes_mentioning(&dir) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                for m in mounts_under(&self.path) {
+                    let _ = Command::new("umount").args(["-l", &m]).status();
+                }
+                panic!("left behind:\n  {}", leaks.join("\n  "));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+#[test]
+fn podman_runs_containers_with_shadow_runtime() {
+    require_root();
+    let rt = runtime();
+    let mut w = World::new("pm-");
+    let conf = w.path.join("containers.conf");
+    fs::write(
+        &conf,
+        format!(
+            "[containers]\n\
+             default_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\
+             [engine]\n\
+             runtime_supports_json = [\"crun\", \"runc\", \"shadow-runtime\"]\n\
+             [engine.runtimes]\n\
+             shadow-runtime = [{:?}]\n",
+            rt.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    w.env
+        .push(("CONTAINERS_CONF".into(), conf.to_string_lossy().to_string()));
+    let (root, runroot, tmpdir) = (w.p("root"), w.p("runroot"), w.p("tmp"));
+    let base: Vec<String> = [
+        "--root",
+        &root,
+        "--runroot",
+        &runroot,
+        "--tmpdir",
+        &tmpdir,
+        "--runtime",
+        "shadow-runtime",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut cleanup = vec!["podman".to_string()];
+    cleanup.extend(base.iter().cloned());
+    cleanup.extend(["rm", "-a", "-f", "-t", "0"].map(String::from));
+    w.cleanup.push(cleanup);
+    let pm = |args: &[&str]| {
+        let mut a: Vec<&str> = base.iter().map(String::as_str).collect();
+        a.extend_from_slice(args);
+        w.run("podman", &a)
+    };
+
+    let tar = rootfs_tar(&w.path, "bb.tar");
+    pm(&["import", tar.to_str().unwrap(), "localhost/bb:1"]).ok();
+
+    let r = pm(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "localhost/bb:1",
+        "sh",
+        "-c",
+        "echo hello; exit 7",
+    ])
+    .code(7);
+    assert_eq!(r.stdout.trim(), "hello", "{r}");
+
+    let name = unique("pm");
+    pm(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--network",
+        "none",
+        "localhost/bb:1",
+        "sleep",
+        "100",
+    ])
+    .ok();
+    let r = pm(&["exec", &name, "sh", "-c", "echo in-exec"]).ok();
+    assert_eq!(r.stdout.trim(), "in-exec", "{r}");
+    pm(&["stop", "-t", "1", &name]).ok();
+    pm(&["rm", &name]).ok();
+
+    let r = pm(&[
+        "run",
+        "--rm",
+        "-t",
+        "--network",
+        "none",
+        "localhost/bb:1",
+        "tty",
+    ])
+    .ok();
+    assert_eq!(r.stdout.trim(), "/dev/pts/0", "{r}");
+
+    let r = pm(&["ps", "-a", "-q"]).ok();
+    assert_eq!(r.stdout.trim(), "", "containers left: {r}");
+    w.finish_clean();
+}
+
+/// Start a private dockerd (data, exec root, socket, pidfile in `w`) with runtime `shadow`;
+/// returns the client's `-H unix://…` arguments.
+fn start_dockerd(w: &mut World) -> Vec<String> {
+    let conf = serde_json::json!({
+        "runtimes": {"shadow": {"path": runtime()}},
+        "iptables": false,
+        "ip-forward": false,
+        "ip-masq": false,
+        "bridge": "none",
+        "shutdown-timeout": 2,
+        "data-root": w.p("data"),
+        "exec-root": w.p("exec"),
+        "pidfile": w.p("docker.pid"),
+        "hosts": [format!("unix://{}", w.p("docker.sock"))],
+    });
+    let conf_path = w.p("daemon.json");
+    fs::write(&conf_path, serde_json::to_vec_pretty(&conf).unwrap()).unwrap();
+    // The client reads nothing from the host's ~/.docker.
+    w.env.push(("DOCKER_CONFIG".into(), w.p("client")));
+    let host = vec!["-H".to_string(), format!("unix://{}", w.p("docker.sock"))];
+    let mut d = Daemon::spawn(
+        "dockerd",
+        &["--config-file", &conf_path],
+        w.path.join("dockerd.log"),
+    );
+    let probe = ["5", "docker", &host[0], &host[1], "info"];
+    let env: Vec<(&str, &str)> = w
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    d.wait_ready("dockerd", || run("timeout", &probe, &env).code == Some(0));
+    w.daemon = Some(d);
+    host
+}
+
+#[test]
+fn docker_runs_containers_with_shadow_runtime() {
+    require_root();
+    let mut w = World::new("dk-");
+    let tar = rootfs_tar(&w.path, "bb.tar");
+    let host = start_dockerd(&mut w);
+    let dk = |args: &[&str]| {
+        let mut a: Vec<&str> = host.iter().map(String::as_str).collect();
+        a.extend_from_slice(args);
+        w.run("docker", &a)
+    };
+    const RUN: [&str; 7] = [
+        "run",
+        "--pull",
+        "never",
+        "--runtime=shadow",
+        "--network",
+        "none",
+        "--rm",
+    ];
+    // Not `import -q`: the client may be newer than the daemon.
+    dk(&["import", tar.to_str().unwrap(), "bb:1"]).ok();
+
+    // Foreground run: output and exit code.
+    let mut a = RUN.to_vec();
+    a.extend(["bb:1", "sh", "-c", "echo hello-from-docker; exit 5"]);
+    let r = dk(&a).code(5);
+    assert_eq!(r.stdout.trim(), "hello-from-docker", "{r}");
+
+    // Detached container: exec, top, pause/unpause, update, stop, rm.
+    let d1 = unique("d1");
+    let mut a = RUN[..6].to_vec();
+    a.extend(["-d", "--name", &d1, "bb:1", "sleep", "100"]);
+    dk(&a).ok();
+    let r = dk(&["exec", &d1, "echo", "in-exec"]).ok();
+    assert_eq!(r.stdout.trim(), "in-exec", "{r}");
+    let r = dk(&["top", &d1]).ok();
+    assert!(r.stdout.contains("sleep 100"), "{r}");
+    dk(&["pause", &d1]).ok();
+    let r = dk(&["inspect", "-f", "{{.State.Status}}", &d1]).ok();
+    assert_eq!(r.stdout.trim(), "paused", "{r}");
+    dk(&["unpause", &d1]).ok();
+    let r = dk(&["inspect", "-f", "{{.State.Status}}", &d1]).ok();
+    assert_eq!(r.stdout.trim(), "running", "{r}");
+    dk(&["update", "--memory", "64m", "--memory-swap", "64m", &d1]).ok();
+    let r = dk(&["exec", &d1, "echo", "after-update"]).ok();
+    assert_eq!(r.stdout.trim(), "after-update", "{r}");
+    dk(&["stop", "-t", "1", &d1]).ok();
+    dk(&["rm", &d1]).ok();
+
+    // Hardening options reach the container.
+    let mut a = RUN.to_vec();
+    a.extend([
+        "--read-only",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--pids-limit",
+        "50",
+        "--memory",
+        "64m",
+        "bb:1",
+        "sh",
+        "-c",
+        "grep -E 'CapEff|NoNewPrivs|Seccomp:' /proc/self/status; \
+         cat /sys/fs/cgroup/pids/pids.max; touch /x",
+    ]);
+    let r = dk(&a);
+    assert_ne!(
+        r.code,
+        Some(0),
+        "touch on a read-only rootfs succeeded: {r}"
+    );
+    for want in ["CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"] {
+        assert!(r.stdout.contains(want), "missing {want:?}: {r}");
+    }
+    assert!(r.stdout.lines().any(|l| l.trim() == "50"), "pids.max: {r}");
+    assert!(r.stderr.contains("Read-only file system"), "{r}");
+
+    // Logs, restart, kill, rm -f.
+    let d2 = unique("d2");
+    let mut a = RUN[..6].to_vec();
+    a.extend([
+        "-d",
+        "--name",
+        &d2,
+        "bb:1",
+        "sh",
+        "-c",
+        "echo logline; sleep 100",
+    ]);
+    dk(&a).ok();
+    let t0 = Instant::now();
+    loop {
+        let r = dk(&["logs", &d2]).ok();
+        if r.stdout.contains("logline") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "no logline: {r}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    dk(&["restart", "-t", "1", &d2]).ok();
+    let r = dk(&["inspect", "-f", "{{.State.Status}}", &d2]).ok();
+    assert_eq!(r.stdout.trim(), "running", "{r}");
+    dk(&["kill", &d2]).ok();
+    dk(&["rm", "-f", &d2]).ok();
+
+    let r = dk(&["ps", "-a", "-q"]).ok();
+    assert_eq!(r.stdout.trim(), "", "containers left: {r}");
+    w.finish_clean();
+}
+
+/// `sha256sum FILE` (hex).
+fn sha256(p: &Path) -> String {
+    let r = run("sha256sum", &[p.to_str().unwrap()], &[]).ok();
+    r.stdout.split_whitespace().next().unwrap().to_string()
+}
+
+/// Move `file` into the OCI layout's blob store; returns `(digest, size)`.
+fn add_blob(layout: &Path, file: &Path) -> (String, u64) {
+    let hex = sha256(file);
+    let size = fs::metadata(file).unwrap().len();
+    fs::rename(file, layout.join("blobs/sha256").join(&hex)).unwrap();
+    (format!("sha256:{hex}"), size)
+}
+
+/// Build an OCI image-layout tarball `<dir>/<name>` of the busybox rootfs (one uncompressed
+/// layer), named `image` for `ctr images import`.
+fn oci_image_tar(dir: &Path, name: &str, image: &str) -> PathBuf {
+    use serde_json::json;
+    let layout = dir.join("oci");
+    fs::create_dir_all(layout.join("blobs/sha256")).unwrap();
+    let layer = rootfs_tar(dir, "layer.tar");
+    let (layer_digest, layer_size) = add_blob(&layout, &layer);
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let config = json!({
+        "architecture": arch,
+        "os": "linux",
+        "config": {
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "Cmd": ["sh"]
+        },
+        "rootfs": {"type": "layers", "diff_ids": [layer_digest]}
+    });
+    let f = dir.join("config.json");
+    fs::write(&f, serde_json::to_vec(&config).unwrap()).unwrap();
+    let (config_digest, config_size) = add_blob(&layout, &f);
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": config_digest,
+            "size": config_size
+        },
+        "layers": [{
+            "mediaType": "application/vnd.oci.image.layer.v1.tar",
+            "digest": layer_digest,
+            "size": layer_size
+        }]
+    });
+    let f = dir.join("manifest.json");
+    fs::write(&f, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let (manifest_digest, manifest_size) = add_blob(&layout, &f);
+    let tag = image.rsplit_once(':').map(|(_, t)| t).unwrap_or("latest");
+    let index = json!({
+        "schemaVersion": 2,
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": manifest_digest,
+            "size": manifest_size,
+            "annotations": {
+                "io.containerd.image.name": image,
+                "org.opencontainers.image.ref.name": tag
+            }
+        }]
+    });
+    fs::write(
+        layout.join("index.json"),
+        serde_json::to_vec(&index).unwrap(),
+    )
+    .unwrap();
+    fs::write(
+        layout.join("oci-layout"),
+        r#"{"imageLayoutVersion":"1.0.0"}"#,
+    )
+    .unwrap();
+    let tar = dir.join(name);
+    run(
+        "tar",
+        &[
+            "-C",
+            layout.to_str().unwrap(),
+            "-cf",
+            tar.to_str().unwrap(),
+            "oci-layout",
+            "index.json",
+            "blobs",
+        ],
+        &[],
+    )
+    .ok();
+    fs::remove_dir_all(&layout).unwrap();
+    tar
+}
+
+#[test]
+fn containerd_runs_containers_with_shadow_runtime() {
+    require_root();
+    let rt = runtime();
+    let mut w = World::new("ct-");
+    let image = "docker.io/library/bb:1";
+    let tar = oci_image_tar(&w.path, "bb-oci.tar", image);
+    let sock = w.p("c.sock");
+    let conf = format!(
+        "version = 2\n\
+         root = {:?}\n\
+         state = {:?}\n\
+         disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
+         [grpc]\n  address = {sock:?}\n\
+         [ttrpc]\n  address = {:?}\n\
+         [debug]\n  address = {:?}\n\
+         [metrics]\n  address = \"\"\n",
+        w.p("root"),
+        w.p("state"),
+        w.p("c.sock.ttrpc"),
+        w.p("debug.sock"),
+    );
+    let conf_path = w.p("config.toml");
+    fs::write(&conf_path, conf).unwrap();
+    let mut d = Daemon::spawn(
+        "containerd",
+        &["--config", &conf_path],
+        w.path.join("containerd.log"),
+    );
+    let ns = unique("shadow-itest");
+    let ctr_base = ["-a", &sock, "--namespace", &ns];
+    let probe: Vec<&str> = ["5", "ctr"]
+        .into_iter()
+        .chain(ctr_base)
+        .chain(["version"])
+        .collect();
+    d.wait_ready("containerd", || run("timeout", &probe, &[]).code == Some(0));
+    w.daemon = Some(d);
+    let ctr = |args: &[&str]| {
+        let mut a = ctr_base.to_vec();
+        a.extend_from_slice(args);
+        w.run("ctr", &a)
+    };
+
+    let r = ctr(&["images", "import", tar.to_str().unwrap()]).ok();
+    assert!(r.stdout.contains(image), "{r}");
+    let id = unique("c1");
+    let r = ctr(&[
+        "run",
+        "--rm",
+        "--runc-binary",
+        rt.to_str().unwrap(),
+        image,
+        &id,
+        "sh",
+        "-c",
+        "echo hello-from-ctr; exit 4",
+    ])
+    .code(4);
+    assert_eq!(r.stdout.trim(), "hello-from-ctr", "{r}");
+    let r = ctr(&["containers", "ls", "-q"]).ok();
+    assert_eq!(r.stdout.trim(), "", "containers left: {r}");
+    w.finish_clean();
+}
