@@ -92,6 +92,32 @@ fn is_zombie(pid: i32) -> bool {
         .unwrap_or(true)
 }
 
+/// Remove a container whose supervisor died (for instance a SIGKILLed `shadow run`): like
+/// `delete --force`, and where that cannot work (no cgroup to kill through, rootless), kill the
+/// recorded init directly and remove the state by hand. Nothing of the container survives.
+pub fn delete_stale(g: &Globals, id: &str) -> Result<()> {
+    let err = match delete(g, id, true) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let root = root::existing(&g.root)?;
+    let _lock = ContainerLock::acquire_existing(&root, id)?;
+    if let Ok(c) = container::load(&root, id) {
+        if let Some(pid) = c.pid() {
+            // The init is pid 1 of its namespace: SIGKILL ends every process in it.
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+    let dir = container::dir(&root, id);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| Error::io(format!("remove state of {id}"), e).context(&err))?;
+    }
+    let _ = std::fs::remove_dir_all(prepare::effective_bundle_dir(&root, id));
+    let _ = std::fs::remove_file(root.join(".locks").join(id));
+    Ok(())
+}
+
 /// `delete ID [--force]`.
 pub fn delete(g: &Globals, id: &str, force: bool) -> Result<()> {
     let root = root::existing(&g.root)?;

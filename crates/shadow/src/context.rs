@@ -25,7 +25,42 @@ impl Context {
         let store = Store::open_default(&user)?;
         let ctx = Self { user, store };
         ctx.recover_all()?;
+        ctx.reap_interrupted();
         Ok(ctx)
+    }
+
+    /// Sessions whose supervising shadow process died while they ran (SIGKILL, a crash, a
+    /// reboot): stop what is left of their sandbox and its runtime state, record the base so the
+    /// changes can still be reviewed and applied, and mark them failed.
+    pub fn reap_interrupted(&self) {
+        let Ok(sessions) = self.store.list(None) else {
+            return;
+        };
+        let g = shadow_runtime_core::Globals {
+            root: self.runtime_root(),
+            ..Default::default()
+        };
+        for s in sessions {
+            if s.meta.state != shadow_sandbox::SessionState::Running || s.is_running() {
+                continue;
+            }
+            let id = s.id().to_string();
+            if let Err(e) = shadow_runtime_core::lifecycle::delete_stale(&g, &id) {
+                eprintln!("shadow: cleaning up interrupted session {id}: {e}");
+                continue;
+            }
+            if s.meta.project.is_dir() {
+                if let Ok(changes) = shadow_changes::scan(&s.meta.project, &s.upper_dir()) {
+                    if let Ok(base) = shadow_changes::record_base(&s.meta.project, &changes) {
+                        let _ = base.save(&s.dir.join("base.json"));
+                    }
+                }
+            }
+            let _ = self.store.update_meta(&id, |m| {
+                m.finish(shadow_sandbox::SessionState::Failed, None)
+            });
+            eprintln!("shadow: session {id} was interrupted (its shadow process died); its sandbox was stopped and its changes kept");
+        }
     }
 
     /// Run journal recovery for every project that has a journal.
