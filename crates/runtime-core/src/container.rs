@@ -30,6 +30,14 @@ pub fn load(root: &Path, id: &str) -> Result<Container> {
     Container::load(d).map_err(|e| Error::from_libcontainer(format!("load container {id}"), &e))
 }
 
+/// [`load`] under the container's lock, released on return: a consistent snapshot for
+/// read-only commands (libcontainer rewrites `state.json` in place, so an unlocked read can
+/// see it half-written while another command saves it).
+pub fn load_locked(root: &Path, id: &str) -> Result<Container> {
+    let _lock = crate::lock::ContainerLock::acquire_existing(root, id)?;
+    load(root, id)
+}
+
 /// runc's lower-case status words.
 pub fn status_word(s: ContainerStatus) -> &'static str {
     match s {

@@ -56,7 +56,7 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
 /// container stops.
 pub fn events(g: &Globals, id: &str, interval: Duration, once: bool) -> Result<()> {
     let root = root::existing(&g.root)?;
-    let mut c = container::load(&root, id)?;
+    let mut c = container::load_locked(&root, id)?;
     if c.status() == ContainerStatus::Stopped {
         return Err(Error::new(
             crate::error::ErrorKind::NotRunning,
@@ -70,7 +70,11 @@ pub fn events(g: &Globals, id: &str, interval: Duration, once: bool) -> Result<(
             .stats()
             .map_err(|e| Error::from_libcontainer("read cgroup stats", &e))?;
         let line = serde_json::json!({"type": "stats", "id": id, "data": stats});
-        writeln!(out, "{line}").map_err(|e| Error::io("write", e))?;
+        // One write per event, so a reader never sees half a line.
+        let mut text = line.to_string();
+        text.push('\n');
+        out.write_all(text.as_bytes())
+            .map_err(|e| Error::io("write", e))?;
         out.flush().map_err(|e| Error::io("write", e))?;
         if once {
             return Ok(());

@@ -156,7 +156,7 @@ pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
     let root = root::existing(&g.root)?;
     let pid_file = root::absolute_opt(o.pid_file.as_deref())?;
     let console = root::absolute_opt(o.console_socket.as_deref())?;
-    let c = container::load(&root, &o.id)?;
+    let c = container::load_locked(&root, &o.id)?;
     if c.status() != ContainerStatus::Running {
         return Err(Error::new(
             ErrorKind::NotRunning,

@@ -101,7 +101,7 @@ pub fn list(g: &Globals) -> Result<Vec<StateView>> {
     let mut out = Vec::new();
     for id in container::ids(&root)? {
         // A container deleted while we list is simply not listed.
-        if let Ok(c) = container::load(&root, &id) {
+        if let Ok(c) = container::load_locked(&root, &id) {
             out.push(view(&root, &c));
         }
     }
@@ -157,7 +157,7 @@ fn table<const N: usize>(rows: &[[String; N]]) -> String {
 /// `ps ID`: the pids in the container's cgroup.
 pub fn pids(g: &Globals, id: &str) -> Result<Vec<i32>> {
     let root = root::existing(&g.root)?;
-    let c = container::load(&root, id)?;
+    let c = container::load_locked(&root, id)?;
     if c.status() == ContainerStatus::Stopped {
         return Ok(Vec::new());
     }
