@@ -303,3 +303,17 @@ fn pid_namespace_shows_only_the_sandbox() {
     let ps: usize = l[3].trim().parse().unwrap();
     assert!(ps <= 6, "ps shows {ps} lines: {out}");
 }
+
+#[test]
+fn sandbox_init_binary_is_unreachable_from_inside() {
+    // CVE-2019-5736 class: the sandbox's pid 1 is a fork of the shadow binary; a process inside
+    // must not be able to open (let alone write) that binary through /proc/1/exe.
+    let p = Project::new("iso-exe");
+    let out = p.run(
+        "readlink /proc/1/exe >/dev/null 2>&1 && echo RESOLVED; \
+         head -c 4 /proc/1/exe >/dev/null 2>&1 && echo READABLE; \
+         (echo x >> /proc/1/exe) 2>/dev/null && echo WRITABLE; echo done",
+    );
+    assert_eq!(out.code(), Some(0), "{out}");
+    assert_eq!(out.stdout.trim(), "done", "{out}");
+}
