@@ -6,8 +6,7 @@
 //! the defaults). That object is what libcontainer executes, so the flags map to it exactly and
 //! the mapping is unit-tested as data.
 
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::container::ContainerStatus;
@@ -16,7 +15,7 @@ use oci_spec::runtime::{Capability, Process};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::executor::ShadowExecutor;
-use crate::tty::{ConsoleListener, RawMode};
+use crate::tty::ConsoleListener;
 use crate::{container, foreground, prepare, root, Globals};
 
 /// Options of `exec`.
@@ -166,7 +165,7 @@ pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
             ),
         ));
     }
-    let cfg_spec = load_saved_spec(&c)?;
+    let cfg_spec = prepare::spec_as_created(&root, &c)?;
     let process = match &o.process {
         Some(f) => {
             let f = root::absolute(f)?;
@@ -236,38 +235,17 @@ pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
     if o.detach {
         return Ok(0);
     }
-    let mut master_fd = None;
-    let mut _raw = None;
-    let mut proxy = None;
-    if let Some(l) = &listener {
-        let master = l.receive()?;
-        master_fd = Some(master.as_raw_fd());
-        crate::tty::sync_winsize(master.as_raw_fd());
-        _raw = RawMode::enable();
-        proxy = Some(crate::tty::spawn_proxy(master)?);
-    }
+    let attached = listener.as_ref().map(ConsoleListener::attach).transpose()?;
     let set = foreground::block_signals()?;
-    let code = foreground::wait(&set, pid, master_fd)?;
-    drop(proxy);
+    let code = foreground::wait(&set, pid, attached.as_ref().map(|a| a.master))?;
     Ok(code)
-}
-
-fn load_saved_spec(c: &libcontainer::container::Container) -> Result<oci_spec::runtime::Spec> {
-    // The bundle's config.json as the container was created from it (the effective one when we
-    // rewrote it).
-    let eff = prepare::effective_bundle_dir(c.root.parent().unwrap_or(Path::new("/")), c.id());
-    let dir = if eff.join("config.json").exists() {
-        eff
-    } else {
-        c.bundle().clone()
-    };
-    crate::spec_load::load(&dir)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use oci_spec::runtime::{ProcessBuilder, UserBuilder};
+    use std::path::Path;
 
     fn base() -> Process {
         ProcessBuilder::default()

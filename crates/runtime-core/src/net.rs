@@ -21,12 +21,9 @@ use crate::error::{Error, Result};
 /// Whether we run rootless (not root, or root of a user namespace other than the initial one):
 /// then the host side cannot enter the container's namespaces.
 pub fn rootless() -> bool {
-    if !nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    std::fs::read_to_string("/proc/self/uid_map")
-        .map(|m| !m.contains("4294967295"))
-        .unwrap_or(true)
+    // libcontainer's own test, so both sides agree on which mode is in force.
+    let syscall = libcontainer::syscall::syscall::create_syscall();
+    libcontainer::utils::rootless_required(&*syscall).unwrap_or(true)
 }
 
 /// argv[1] that makes the binary act as the loopback hook.
@@ -88,18 +85,10 @@ pub fn wants_new_netns(spec: &Spec) -> bool {
 
 /// Bring `lo` up in the network namespace of `pid`.
 pub fn loopback_up(pid: i32) -> Result<()> {
-    // A pidfd, not /proc/PID/ns/net: the init process is not dumpable, so opening its /proc
-    // files needs CAP_SYS_PTRACE over it, which a rootless caller does not have; setns() through
-    // a pidfd only checks CAP_SYS_ADMIN over the namespace, which the namespace's owner has.
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let ns = if fd >= 0 {
-        // SAFETY: the kernel just returned this fd; we own it.
-        File::from(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
-    } else {
-        File::open(format!("/proc/{pid}/ns/net"))
-            .map_err(|e| Error::io(format!("open network namespace of {pid}"), e))?
-    };
+    // Root only: rootless callers cannot open the non-dumpable init's /proc files (nor setns
+    // through a pidfd, which makes the same ptrace-access check); they use the hook instead.
+    let ns = File::open(format!("/proc/{pid}/ns/net"))
+        .map_err(|e| Error::io(format!("open network namespace of {pid}"), e))?;
     let handle = std::thread::Builder::new()
         .name("netns-lo".into())
         .spawn(move || -> std::io::Result<()> {

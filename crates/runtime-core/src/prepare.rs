@@ -89,6 +89,18 @@ pub fn effective_bundle_dir(root: &Path, id: &str) -> PathBuf {
     root.join(".bundles").join(id)
 }
 
+/// The spec container `c` (under state root `root`) was created from: the effective bundle's
+/// when we rewrote it, else the user's bundle's.
+pub fn spec_as_created(root: &Path, c: &libcontainer::container::Container) -> Result<Spec> {
+    let eff = effective_bundle_dir(root, c.id());
+    let dir = if eff.join("config.json").exists() {
+        eff
+    } else {
+        c.bundle().clone()
+    };
+    crate::spec_load::load(&dir)
+}
+
 /// Write `spec` as `<dir>/config.json` (created fresh, mode 0700 directory).
 pub fn write_bundle(dir: &Path, spec: &Spec) -> Result<()> {
     if dir.exists() {

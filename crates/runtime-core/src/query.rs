@@ -44,13 +44,7 @@ fn owner_name(uid: Option<u32>) -> String {
 }
 
 fn rootfs_of(root: &Path, c: &Container) -> PathBuf {
-    let eff = prepare::effective_bundle_dir(root, c.id());
-    let bundle = if eff.join("config.json").exists() {
-        eff
-    } else {
-        c.bundle().clone()
-    };
-    crate::spec_load::load(&bundle)
+    prepare::spec_as_created(root, c)
         .ok()
         .and_then(|s| s.root().as_ref().map(|r| r.path().clone()))
         .map(|p| {

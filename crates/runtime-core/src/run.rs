@@ -1,11 +1,9 @@
 //! `run`: create and start in one step; in the foreground, wait, forward signals, return the
 //! container's exit status and delete it (unless `--keep`).
 
-use std::os::fd::AsRawFd;
-
 use crate::create::{create_with, CreateOptions};
 use crate::error::{Error, Result};
-use crate::tty::{ConsoleListener, RawMode};
+use crate::tty::ConsoleListener;
 use crate::{foreground, lifecycle, root, Globals};
 
 /// Options of `run`.
@@ -68,16 +66,11 @@ pub fn run_outcome(g: &Globals, o: &RunOptions) -> Result<foreground::Exit> {
     let pid = c
         .pid()
         .ok_or_else(|| fail(Error::runtime("container has no init pid")))?;
-    let mut master_fd = None;
-    let mut _raw = None;
-    let mut proxy = None;
-    if let Some(l) = &listener {
-        let master = l.receive().map_err(fail)?;
-        master_fd = Some(master.as_raw_fd());
-        crate::tty::sync_winsize(master.as_raw_fd());
-        _raw = RawMode::enable();
-        proxy = Some(crate::tty::spawn_proxy(master).map_err(fail)?);
-    }
+    let attached = match &listener {
+        Some(l) => Some(l.attach().map_err(fail)?),
+        None => None,
+    };
+    let master_fd = attached.as_ref().map(|a| a.master);
     let set = foreground::block_signals().map_err(fail)?;
     let mut c = c;
     c.start()
@@ -98,8 +91,8 @@ pub fn run_outcome(g: &Globals, o: &RunOptions) -> Result<foreground::Exit> {
     if !o.keep {
         lifecycle::delete(g, &id, true)?;
         // Every process is gone now, so the pty's slave side is closed and the copy ends.
-        if let Some(p) = proxy {
-            let _ = p.join();
+        if let Some(a) = attached {
+            let _ = a.output.join();
         }
     }
     Ok(exit)

@@ -168,3 +168,31 @@ pub fn spawn_proxy(master: OwnedFd) -> Result<std::thread::JoinHandle<()>> {
         })
         .map_err(|e| Error::io("spawn tty thread", e))
 }
+
+/// Our side of a container's terminal: the master (for window-size updates), our terminal in
+/// raw mode, and the copy threads.
+#[derive(Debug)]
+pub struct Attached {
+    /// The pty master's fd (owned by the copy threads).
+    pub master: RawFd,
+    _raw: Option<RawMode>,
+    /// Ends when every slave fd has closed.
+    pub output: std::thread::JoinHandle<()>,
+}
+
+impl ConsoleListener {
+    /// Receive the pty master and attach our stdio to it: window size copied, raw mode, copy
+    /// threads started.
+    pub fn attach(&self) -> Result<Attached> {
+        let master = self.receive()?;
+        let fd = master.as_raw_fd();
+        sync_winsize(fd);
+        let raw = RawMode::enable();
+        let output = spawn_proxy(master)?;
+        Ok(Attached {
+            master: fd,
+            _raw: raw,
+            output,
+        })
+    }
+}
