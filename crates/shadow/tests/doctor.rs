@@ -103,10 +103,8 @@ fn doctor_as_invoking_user() {
 fn doctor_as_unprivileged_user() {
     // Fail, not skip: hack/test runs as root and creates the user, so a missing precondition
     // means the suite is being run wrongly, and a silent skip would pass vacuously.
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+    assert!(
+        nix::unistd::geteuid().is_root(),
         "needs root to switch to shadowtest"
     );
     let user_exists = Command::new("id")
