@@ -3,7 +3,11 @@
 //! It wraps libcontainer's default executor (PATH lookup + `execvp`) and adds, in this order:
 //! - a fresh anonymous session keyring (runc's default; `--no-new-keyring` skips it) so the
 //!   container cannot reach keys in the caller's session keyring;
-//! - later: the Landlock ruleset carried in the bundle (profiles issue).
+//! - the Landlock policy carried in the bundle (annotation `run.shadow.landlock`, checked at
+//!   create by `spec_load`), applied last so that it binds the payload whoever started the
+//!   container: `shadow run`, Docker, Podman or containerd. libcontainer has already installed
+//!   the spec's seccomp filter at this point (no-new-privileges case), so a filter that denies
+//!   the landlock syscalls makes this fail, closed.
 //!
 //! Note: libcontainer's `setup_envs` replaces the process environment with the spec's before
 //! `exec` runs, so nothing here may rely on the host environment.
@@ -26,6 +30,20 @@ impl Executor for ShadowExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
         if !self.no_new_keyring {
             join_new_session_keyring()?;
+        }
+        if let Some(value) = spec
+            .annotations()
+            .as_ref()
+            .and_then(|a| a.get(shadow_landlock::ANNOTATION))
+        {
+            let policy = shadow_landlock::Policy::from_json(value)
+                .map_err(|e| ExecutorError::Other(e.to_string()))?;
+            // Before the init shim forks: pid 1 and the payload share one Landlock domain, so
+            // the shim can still reap and signal it under signal scoping.
+            shadow_landlock::enforce(&policy).map_err(|e| {
+                eprintln!("shadow-runtime: {e}");
+                ExecutorError::Other(e.to_string())
+            })?;
         }
         if self.init_shim {
             let spec = spec.clone();

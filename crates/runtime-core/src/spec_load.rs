@@ -14,7 +14,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// Annotation through which a bundle asks for Landlock enforcement (see the profiles issue):
 /// its presence on a kernel without Landlock is refused.
-pub const LANDLOCK_ANNOTATION: &str = "run.shadow.landlock";
+pub const LANDLOCK_ANNOTATION: &str = shadow_landlock::ANNOTATION;
 
 // Fail closed at build time: without libcontainer's `libseccomp` feature, `linux.seccomp` would
 // be ignored silently. Naming a function that only exists with the feature makes such a build
@@ -134,16 +134,25 @@ pub fn validate(spec: &Spec, bundle: &Path, config_path: &Path) -> Result<PathBu
             }
         }
     }
-    if let Some(annotations) = spec.annotations() {
-        if annotations.contains_key(LANDLOCK_ANNOTATION) && landlock_abi() < 1 {
-            return Err(Error::new(
+    if let Some(value) = spec
+        .annotations()
+        .as_ref()
+        .and_then(|a| a.get(LANDLOCK_ANNOTATION))
+    {
+        // Fail closed: a policy we cannot parse or the kernel cannot fully enforce is refused
+        // here, at create, rather than weakened or discovered only when the payload starts.
+        let policy = shadow_landlock::Policy::from_json(value).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("{}: {e}", config_path.display()),
+            )
+        })?;
+        policy.check_kernel(landlock_abi()).map_err(|e| {
+            Error::new(
                 ErrorKind::Unsupported,
-                format!(
-                    "{}: annotation {LANDLOCK_ANNOTATION} asks for Landlock, which this kernel does not provide",
-                    config_path.display()
-                ),
-            ));
-        }
+                format!("{}: {e}", config_path.display()),
+            )
+        })?;
     }
     Ok(rootfs)
 }
