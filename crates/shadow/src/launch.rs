@@ -14,6 +14,9 @@ use shadow_sandbox::spec::{build_spec, NetworkMode, ResourceLimits, SandboxInput
 use crate::context::{resolve_project, Context};
 use crate::{Failure, Outcome};
 
+/// Annotation naming the profile a sandbox runs under.
+pub const PROFILE_ANNOTATION: &str = "run.shadow.profile";
+
 /// Exit status after `--timeout`, as timeout(1).
 pub const TIMEOUT_STATUS: i32 = 124;
 /// SIGTERM → SIGKILL grace period on timeout.
@@ -50,6 +53,8 @@ pub struct RunOptions {
     pub profile: Option<String>,
     /// Print the session summary as JSON on stdout at the end.
     pub json: bool,
+    /// Enforce what the kernel can of the profile's Landlock rules, and say what is missing.
+    pub best_effort: bool,
 }
 
 /// Split `--env` items into names to pass through and values to set.
@@ -104,36 +109,80 @@ pub fn run(o: &RunOptions) -> Outcome {
             "no command given: shadow run [OPTIONS] -- CMD [ARGS…]",
         ));
     }
-    if o.disk.is_some() {
-        return Err(Failure::new(
-            "--disk is not supported yet: refusing to run without the requested cap",
-        ));
-    }
-    if let Some(p) = &o.profile {
-        if p != "default" {
-            return Err(Failure::new(format!(
-                "unknown profile {p:?} (only \"default\" is available yet)"
-            )));
-        }
-    }
     let ctx = Context::open()?;
     let project = resolve_project(o.project.as_deref())?;
+    let registry = crate::profiles::registry(Some(&project));
+    let profile = match o.profile.as_deref() {
+        Some(f) if f.ends_with(".toml") => registry.resolve_path(Path::new(f))?,
+        Some(n) => registry.resolve(n)?,
+        None => registry.resolve("default")?,
+    };
+    if o.disk.is_some() || profile.resources.disk.is_some() {
+        return Err(Failure::new(
+            "a disk cap (--disk or the profile's resources.disk) is not supported yet: refusing to run without it",
+        ));
+    }
+    let size = |s: &Option<String>| s.as_deref().and_then(shadow_profile::schema::parse_size);
     let mut limits = ResourceLimits::for_host(hostview::total_ram_bytes()?);
-    if let Some(m) = o.memory {
+    if let Some(m) = o.memory.or(size(&profile.resources.memory)) {
         limits.memory_bytes = Some(m);
     }
-    if let Some(p) = o.pids {
+    if let Some(p) = o.pids.or(profile.resources.pids) {
         limits.pids = Some(p);
     }
-    if o.cpus.is_some() {
-        limits.cpus = o.cpus;
+    if let Some(c) = o.cpus.or(profile.resources.cpus) {
+        limits.cpus = Some(c);
     }
+    let timeout = o.timeout.or(profile.resources.timeout);
 
     let (names, set) = split_env(&o.env);
     let host_env: Vec<(String, String)> = std::env::vars().collect();
-    let mut set = set;
-    set.push(("HOME".into(), ctx.user.home.display().to_string()));
-    let env = build_env(&host_env, &default_allowlist_with(&names), &set);
+    let env_plan = crate::policy::env_plan(&profile);
+    let mut allow = names.clone();
+    allow.extend(env_plan.allow.iter().cloned());
+    let mut values = env_plan.set.clone();
+    values.extend(set);
+    values.push(("HOME".into(), ctx.user.home.display().to_string()));
+    // `--env NAME` and the profile's exact names win over its deny patterns.
+    let exact: Vec<String> = allow.iter().filter(|a| !a.contains('*')).cloned().collect();
+    let host_env: Vec<(String, String)> = host_env
+        .into_iter()
+        .filter(|(k, _)| !crate::policy::env_denied(&env_plan, k, &exact))
+        .collect();
+    let env = build_env(&host_env, &default_allowlist_with(&allow), &values);
+    let (host_network, net_warning) = crate::policy::network(&profile, o.allow_network);
+    if let Some(w) = net_warning {
+        eprintln!("shadow: {w}");
+    }
+    let fs_plan = crate::policy::fs_plan(&profile, &ctx.user.home, &project, &|p| p.exists())?;
+    let mut denied = fs_plan.denied.clone();
+    denied.extend(crate::policy::project_glob_matches(
+        &project,
+        &fs_plan.deny_globs,
+    )?);
+    let landlock = crate::policy::landlock_policy(
+        &profile,
+        &fs_plan,
+        &ctx.user.home,
+        &project,
+        ctx.store.root(),
+        o.best_effort,
+    );
+    let missing = landlock.missing_on(shadow_landlock::kernel_abi());
+    if !missing.is_empty() {
+        if o.best_effort {
+            eprintln!(
+                "shadow: best effort: this kernel's Landlock cannot enforce {}",
+                missing.join(", ")
+            );
+        } else {
+            return Err(Failure::new(format!(
+                "profile {}: this kernel's Landlock cannot enforce {} (use --best-effort to run without it)",
+                profile.name,
+                missing.join(", ")
+            )));
+        }
+    }
     let cwd = std::env::current_dir()
         .ok()
         .filter(|c| c.starts_with(&project))
@@ -154,7 +203,7 @@ pub fn run(o: &RunOptions) -> Outcome {
     let session = ctx.store.create(&NewSession {
         project: project.clone(),
         command: o.command.clone(),
-        profile: o.profile.clone().unwrap_or_else(|| "default".into()),
+        profile: profile.name.clone(),
         limits,
         supervisor: Some(ProcessRef::current()?),
     })?;
@@ -208,7 +257,7 @@ pub fn run(o: &RunOptions) -> Outcome {
         user: sandbox_user,
         env,
         terminal,
-        network: if o.allow_network {
+        network: if host_network {
             NetworkMode::Host
         } else {
             NetworkMode::None
@@ -216,16 +265,30 @@ pub fn run(o: &RunOptions) -> Outcome {
         limits,
         cgroups_usable: cgroups.is_usable(),
         tmpfs: TmpfsSizes::default(),
-        extra_ro: vec![],
+        extra_ro: fs_plan.extra_ro.clone(),
         extra_rw: vec![],
-        denied: vec![],
+        denied,
         cgroups_path: cgroups.is_usable().then(|| format!("/shadow/{id}").into()),
-        seccomp: None,
-        annotations: Default::default(),
+        seccomp: shadow_profile::seccomp::build(&profile.seccomp.deny),
+        annotations: [
+            (shadow_landlock::ANNOTATION.to_string(), landlock.to_json()),
+            (PROFILE_ANNOTATION.to_string(), profile.name.clone()),
+        ]
+        .into_iter()
+        .collect(),
     };
     let spec = build_spec(&input).map_err(|e| remove_session(e.into()))?;
     if o.dry_run {
         let _ = remove_session(Failure::new("dry run"));
+        // stdout stays one JSON document; the rules, readable, go to stderr.
+        eprintln!(
+            "# profile {} ({})",
+            profile.name,
+            profile.sources.join(" <- ")
+        );
+        for line in landlock.describe() {
+            eprintln!("# landlock: {line}");
+        }
         println!(
             "{}",
             serde_json::to_string_pretty(&spec).map_err(|e| Failure::new(e.to_string()))?
@@ -249,7 +312,7 @@ pub fn run(o: &RunOptions) -> Outcome {
                 init_shim: true,
                 ..Default::default()
             },
-            timeout: o.timeout.map(Duration::from_secs),
+            timeout: timeout.map(Duration::from_secs),
             grace: TIMEOUT_GRACE,
             ..Default::default()
         },
@@ -286,7 +349,7 @@ pub fn run(o: &RunOptions) -> Outcome {
     if state == SessionState::TimedOut {
         eprintln!(
             "shadow: session {id} timed out after {}s; kept for review",
-            o.timeout.unwrap_or(0)
+            timeout.unwrap_or(0)
         );
     }
     let n = changes.changes.iter().filter(|c| !c.is_dir_only()).count();

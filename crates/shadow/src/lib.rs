@@ -9,6 +9,7 @@
 //! - [`decide`]: `apply`, `apply --rollback`, `discard`;
 //! - [`review`]: the interactive per-file, per-hunk review;
 //! - [`doctor`]: host checks;
+//! - [`profiles`]: `profiles list|show|check`; [`policy`]: a profile turned into sandbox pieces;
 //! - [`context`]: the store, the project, the session named on the command line.
 
 pub mod context;
@@ -16,6 +17,8 @@ pub mod decide;
 pub mod doctor;
 pub mod inspect;
 pub mod launch;
+pub mod policy;
+pub mod profiles;
 pub mod review;
 pub mod rootless;
 
@@ -59,7 +62,8 @@ failure_from!(
     shadow_sandbox::Error,
     shadow_changes::Error,
     shadow_runtime_core::Error,
-    std::io::Error
+    std::io::Error,
+    shadow_profile::Error
 );
 
 /// Result of a verb: its exit status.

@@ -54,15 +54,24 @@ enum Cmd {
         /// Keep the OCI bundle in the session.
         #[arg(long = "keep-bundle")]
         keep_bundle: bool,
-        /// Agent profile.
+        /// Agent profile: a name (`shadow profiles list`) or a .toml file.
         #[arg(long)]
         profile: Option<String>,
+        /// Run even when the kernel cannot enforce all of the profile's Landlock rules (says
+        /// which are missing).
+        #[arg(long = "best-effort")]
+        best_effort: bool,
         /// Print a JSON summary on stdout at the end.
         #[arg(long)]
         json: bool,
         /// The command.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         command: Vec<String>,
+    },
+    /// List, show and check agent profiles.
+    Profiles {
+        #[command(subcommand)]
+        cmd: ProfilesCmd,
     },
     /// List sessions.
     Sessions {
@@ -117,6 +126,26 @@ enum Cmd {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum ProfilesCmd {
+    /// The profiles available here (project, user, shipped).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// A profile after `extends`.
+    Show {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check profile files; errors name file, line and column.
+    Check {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
 fn size(s: Option<String>) -> Result<Option<u64>, shadow::Failure> {
     s.map(|v| {
         shadow_runtime_core::update::parse_size(&v)
@@ -143,6 +172,7 @@ fn dispatch(cmd: Cmd) -> Outcome {
             dry_run,
             keep_bundle,
             profile,
+            best_effort,
             json,
             command,
         } => {
@@ -168,8 +198,14 @@ fn dispatch(cmd: Cmd) -> Outcome {
                 keep_bundle,
                 profile,
                 json,
+                best_effort,
             })
         }
+        Cmd::Profiles { cmd } => match cmd {
+            ProfilesCmd::List { json } => shadow::profiles::list(json),
+            ProfilesCmd::Show { name, json } => shadow::profiles::show(&name, json),
+            ProfilesCmd::Check { files } => shadow::profiles::check(&files),
+        },
         Cmd::Sessions { json } => inspect::sessions(json),
         Cmd::Show { session, json } => inspect::show(session.as_deref(), json),
         Cmd::Diff {
