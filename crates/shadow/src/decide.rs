@@ -107,6 +107,18 @@ pub fn apply(a: &ApplyArgs) -> Outcome {
             include_protected: a.include_protected,
         },
     })?;
+    crate::audit::record(
+        &ctx,
+        s.id(),
+        "apply",
+        serde_json::json!({
+            "journal": report.id,
+            "applied": report.applied,
+            "skipped_protected": report.skipped_protected,
+            "rejected": report.rejected,
+            "force": a.force,
+        }),
+    );
     if a.json {
         let v = serde_json::json!({
             "session": s.id(),
@@ -161,6 +173,14 @@ pub fn rollback(
         return Ok(1);
     }
     let r = shadow_changes::rollback(&journal, RollbackOptions { force })?;
+    if let Some(sid) = crate::audit::session_of_apply(&ctx, &r.id.to_string()) {
+        crate::audit::record(
+            &ctx,
+            &sid,
+            "rollback",
+            serde_json::json!({"journal": r.id.to_string(), "restored": r.restored}),
+        );
+    }
     for p in &r.restored {
         println!("restored  {}", p.display());
     }
@@ -178,6 +198,7 @@ pub fn discard(session: Option<&str>) -> Outcome {
     let s = ctx.session(session)?;
     let id = s.id().to_string();
     ctx.store.remove(&id)?;
+    crate::audit::record(&ctx, &id, "discard", serde_json::json!({}));
     eprintln!("shadow: discarded session {id}");
     Ok(0)
 }

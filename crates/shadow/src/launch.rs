@@ -299,6 +299,25 @@ pub fn run(o: &RunOptions) -> Outcome {
         .write_config(&spec)
         .map_err(|e| remove_session(e.into()))?;
 
+    let started = std::time::Instant::now();
+    crate::audit::record(
+        &ctx,
+        &id,
+        "session.start",
+        serde_json::json!({
+            "project": project,
+            "command": o.command,
+            "cwd": input.cwd,
+            "profile": profile.name,
+            "profile_sources": profile.sources,
+            "network": if host_network { "host" } else { "none" },
+            "limits": limits,
+            "timeout_s": timeout,
+            "seccomp_deny": profile.seccomp.deny,
+            "landlock": landlock,
+            "landlock_abi": shadow_landlock::kernel_abi(),
+        }),
+    );
     let g = rt::Globals {
         root: ctx.runtime_root(),
         ..Default::default()
@@ -325,10 +344,23 @@ pub fn run(o: &RunOptions) -> Outcome {
     let session = ctx
         .store
         .update_meta(&id, |m| m.finish(state, Some(code)))?;
+    crate::audit::record(
+        &ctx,
+        &id,
+        "session.end",
+        serde_json::json!({
+            "state": state,
+            "exit_status": code,
+            "error": err.as_ref().map(|e| e.to_string()),
+            "duration_ms": started.elapsed().as_millis() as u64,
+            "usage": crate::audit::children_usage(),
+        }),
+    );
     // Record the base the changes were made against (for drift detection at apply time).
     let changes = shadow_changes::scan(&project, &session.upper_dir())?;
     let base = shadow_changes::record_base(&project, &changes)?;
     base.save(&session.dir.join("base.json"))?;
+    crate::audit::record(&ctx, &id, "changes", crate::audit::changes_data(&changes));
     if !o.keep_bundle {
         let _ = std::fs::remove_file(session.config_path());
     }

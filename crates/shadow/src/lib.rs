@@ -10,8 +10,10 @@
 //! - [`review`]: the interactive per-file, per-hunk review;
 //! - [`doctor`]: host checks;
 //! - [`profiles`]: `profiles list|show|check`; [`policy`]: a profile turned into sandbox pieces;
+//! - [`audit`]: the hash-chained session log and `shadow log`;
 //! - [`context`]: the store, the project, the session named on the command line.
 
+pub mod audit;
 pub mod context;
 pub mod decide;
 pub mod doctor;

@@ -73,6 +73,16 @@ enum Cmd {
         #[command(subcommand)]
         cmd: ProfilesCmd,
     },
+    /// Show a session's audit log (hash-chained); --verify checks it.
+    Log {
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        verify: bool,
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
     /// List sessions.
     Sessions {
         #[arg(long)]
@@ -206,6 +216,17 @@ fn dispatch(cmd: Cmd) -> Outcome {
             ProfilesCmd::Show { name, json } => shadow::profiles::show(&name, json),
             ProfilesCmd::Check { files } => shadow::profiles::check(&files),
         },
+        Cmd::Log {
+            session,
+            json,
+            verify,
+            follow,
+        } => shadow::audit::log(&shadow::audit::LogOptions {
+            session,
+            json,
+            verify,
+            follow,
+        }),
         Cmd::Sessions { json } => inspect::sessions(json),
         Cmd::Show { session, json } => inspect::show(session.as_deref(), json),
         Cmd::Diff {

@@ -1,0 +1,165 @@
+//! The session audit log (see the shadow-audit crate): where it lives, what `shadow run`,
+//! `apply`, `rollback` and `discard` record, and `shadow log`.
+//!
+//! Logs live in `<store>/audit/<session>.jsonl`, outside the session directory, so a discarded
+//! session keeps its record. Recording is best effort for the verbs that already did their
+//! work (a full disk must not turn a finished apply into an error), and says so on stderr.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::context::Context;
+use crate::{Failure, Outcome};
+
+/// The log of session `id`.
+pub fn log_path(ctx: &Context, id: &str) -> PathBuf {
+    ctx.store.root().join("audit").join(format!("{id}.jsonl"))
+}
+
+/// Appends a record; a failure is reported, not returned.
+pub fn record(ctx: &Context, id: &str, kind: &str, data: Value) {
+    if let Err(e) = shadow_audit::append(&log_path(ctx, id), id, kind, data) {
+        eprintln!("shadow: audit log of session {id}: {e}");
+    }
+}
+
+/// CPU time and peak RSS of the reaped children (the sandbox's processes are ours: shadow is
+/// their subreaper).
+pub fn children_usage() -> Value {
+    let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN);
+    match u {
+        Ok(u) => {
+            let ms = |t: nix::sys::time::TimeVal| t.tv_sec() * 1000 + t.tv_usec() / 1000;
+            json!({
+                "user_cpu_ms": ms(u.user_time()),
+                "system_cpu_ms": ms(u.system_time()),
+                "max_rss_kb": u.max_rss(),
+                "source": "getrusage(RUSAGE_CHILDREN)",
+            })
+        }
+        Err(_) => Value::Null,
+    }
+}
+
+/// The final change summary: paths, kinds, content hashes.
+pub fn changes_data(cs: &shadow_changes::ChangeSet) -> Value {
+    let r = shadow_changes::report(cs);
+    let entries: Vec<Value> = r
+        .entries
+        .iter()
+        .map(|e| json!({"path": e.path, "kind": e.kind, "sha256": e.sha256}))
+        .collect();
+    json!({"count": entries.len(), "files": entries})
+}
+
+/// The session whose log records apply `journal_id` (for `rollback`).
+pub fn session_of_apply(ctx: &Context, journal_id: &str) -> Option<String> {
+    let dir = ctx.store.root().join("audit");
+    let mut found = None;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "jsonl") {
+            if let Ok(recs) = shadow_audit::read(&p) {
+                if recs
+                    .iter()
+                    .any(|r| r.kind == "apply" && r.data["journal"] == journal_id)
+                {
+                    found = recs.first().map(|r| r.session.clone());
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Options of `shadow log`.
+#[derive(Debug, Clone, Default)]
+pub struct LogOptions {
+    /// Session id (default: the newest of the current project).
+    pub session: Option<String>,
+    /// JSON Lines as stored.
+    pub json: bool,
+    /// Check the chain instead of printing.
+    pub verify: bool,
+    /// Keep printing records as they are written.
+    pub follow: bool,
+}
+
+fn summary(r: &shadow_audit::Record) -> String {
+    let d = &r.data;
+    let detail = match r.kind.as_str() {
+        "session.start" => format!(
+            "profile={} network={} command={}",
+            d["profile"].as_str().unwrap_or("?"),
+            d["network"].as_str().unwrap_or("?"),
+            d["command"]
+        ),
+        "session.end" => format!(
+            "state={} exit={} duration_ms={}",
+            d["state"].as_str().unwrap_or("?"),
+            d["exit_status"],
+            d["duration_ms"]
+        ),
+        "changes" => format!("{} path(s)", d["count"]),
+        "apply" => format!(
+            "journal={} applied={}",
+            d["journal"].as_str().unwrap_or("?"),
+            d["applied"].as_array().map_or(0, |a| a.len())
+        ),
+        "rollback" => format!(
+            "journal={} restored={}",
+            d["journal"].as_str().unwrap_or("?"),
+            d["restored"].as_array().map_or(0, |a| a.len())
+        ),
+        _ => d.to_string(),
+    };
+    format!("{:>3} {} {:<14} {detail}", r.seq, r.time, r.kind)
+}
+
+/// `shadow log [SESSION] [--json] [--verify] [--follow]`.
+pub fn log(o: &LogOptions) -> Outcome {
+    let ctx = Context::open()?;
+    let id = match &o.session {
+        // A discarded session has no session directory any more, only its log.
+        Some(id) if log_path(&ctx, id).exists() => id.clone(),
+        other => ctx.session(other.as_deref())?.id().to_string(),
+    };
+    let path = log_path(&ctx, &id);
+    if !path.exists() {
+        return Err(Failure::new(format!("session {id} has no audit log")));
+    }
+    if o.verify {
+        let n = shadow_audit::verify(&path)
+            .map_err(|e| Failure::new(format!("audit log of session {id} is NOT intact: {e}")))?;
+        println!("audit log of session {id}: {n} record(s), chain intact");
+        return Ok(0);
+    }
+    let mut shown = 0;
+    loop {
+        let recs = shadow_audit::read(&path).map_err(|e| Failure::new(e.to_string()))?;
+        for r in recs.iter().skip(shown) {
+            if o.json {
+                println!(
+                    "{}",
+                    serde_json::to_string(r).map_err(|e| Failure::new(e.to_string()))?
+                );
+            } else {
+                println!("{}", summary(r));
+            }
+        }
+        shown = recs.len();
+        let ended = recs
+            .iter()
+            .any(|r| r.kind == "session.end" || r.kind == "discard");
+        if !o.follow || (ended && !session_running(&ctx, &id)) {
+            return Ok(0);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn session_running(ctx: &Context, id: &str) -> bool {
+    ctx.store.load(id).is_ok_and(|s| s.is_running())
+}
