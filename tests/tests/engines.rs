@@ -383,6 +383,47 @@ fn podman_runs_containers_with_shadow_runtime() {
     .ok();
     assert_eq!(r.stdout.trim(), "/dev/pts/0", "{r}");
 
+    // A Landlock policy by annotation holds inside a Podman container, also over the files
+    // Podman itself bind-mounts (/etc/hosts); a malformed one is refused and Podman shows the
+    // runtime's own error line.
+    let policy = r#"{"version":1,"read_only":["/"],"read_write":["/dev","/proc","/tmp"],"deny":["/etc/hosts"]}"#;
+    // Podman parses --annotation as CSV: the JSON goes in one quoted field, quotes doubled.
+    let csv = |v: &str| format!("\"run.shadow.landlock={}\"", v.replace('"', "\"\""));
+    let ann = csv(policy);
+    let r = pm(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--annotation",
+        &ann,
+        "localhost/bb:1",
+        "sh",
+        "-c",
+        "cat /etc/hosts; echo rc=$?; cat /etc/hostname >/dev/null && echo hostname-ok; echo x > /etc/x; echo w=$?",
+    ])
+    .ok();
+    assert!(r.stdout.contains("rc=1"), "{r}");
+    assert!(r.stdout.contains("hostname-ok"), "{r}");
+    assert!(!r.stdout.contains("w=0"), "{r}");
+    assert!(r.stderr.contains("Permission denied"), "{r}");
+    let r = pm(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--annotation",
+        &csv(r#"{"version":1,"read_only":[7]}"#),
+        "localhost/bb:1",
+        "true",
+    ]);
+    assert_ne!(r.code, Some(0), "{r}");
+    assert!(
+        r.stderr
+            .contains("annotation run.shadow.landlock: at read_only[0]: invalid type"),
+        "{r}"
+    );
+
     let r = pm(&["ps", "-a", "-q"]).ok();
     assert_eq!(r.stdout.trim(), "", "containers left: {r}");
     w.finish_clean();
