@@ -222,3 +222,25 @@ fn dry_run_prints_the_spec_with_seccomp_and_the_landlock_rules() {
     );
     assert!(p.session_ids().is_empty());
 }
+
+#[test]
+fn a_profiles_protected_paths_are_left_out_by_apply() {
+    let p = Project::new("prof-protected");
+    p.write(
+        ".shadow/profiles/guarded.toml",
+        "extends = \"default\"\n[apply]\nprotected = [\"deploy/**\"]\n",
+    );
+    let o = p.run_with(
+        &["--profile", "guarded"],
+        "mkdir -p deploy && echo evil > deploy/prod.yml && echo ok > notes.txt",
+    );
+    assert_eq!(o.code(), Some(0), "{o}");
+    let o = p.ok(&["apply", "--all", "--yes"]);
+    assert!(o.stdout.contains("applied   notes.txt\n"), "{o}");
+    assert!(
+        o.stdout.contains("protected deploy/prod.yml (not applied"),
+        "{o}"
+    );
+    assert!(!p.path("deploy/prod.yml").exists());
+    assert_eq!(p.read("notes.txt"), "ok\n");
+}

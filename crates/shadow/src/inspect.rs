@@ -35,13 +35,31 @@ pub struct DiffArgs {
     pub paths: Vec<PathBuf>,
 }
 
+/// File in a session naming the protected-path globs its profile added (fixed at run time, so
+/// a later edit of the profile does not change what an old session may apply).
+pub const PROTECTED_FILE: &str = "protected.json";
+
+/// The protected-path rules of a session: the built-in ones plus its profile's.
+pub fn protected_rules(s: &Session) -> Result<ProtectedRules, Failure> {
+    let mut patterns: Vec<String> = shadow_changes::DEFAULT_PATTERNS
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    if let Ok(text) = std::fs::read_to_string(s.dir.join(PROTECTED_FILE)) {
+        let extra: Vec<String> = serde_json::from_str(&text)
+            .map_err(|e| Failure::new(format!("session {}: {PROTECTED_FILE}: {e}", s.id())))?;
+        patterns.extend(extra);
+    }
+    Ok(ProtectedRules::new(&patterns)?)
+}
+
 /// The change set of a session (scanning only its upper layer).
 pub fn changes_of(s: &Session) -> Result<ChangeSet, Failure> {
     s.check_project()?;
     Ok(shadow_changes::scan_with(
         &s.meta.project,
         &s.upper_dir(),
-        &ProtectedRules::default(),
+        &protected_rules(s)?,
     )?)
 }
 

@@ -298,6 +298,11 @@ pub fn run(o: &RunOptions) -> Outcome {
     session
         .write_config(&spec)
         .map_err(|e| remove_session(e.into()))?;
+    std::fs::write(
+        session.dir.join(crate::inspect::PROTECTED_FILE),
+        serde_json::to_string(&profile.apply.protected).unwrap_or_else(|_| "[]".into()),
+    )
+    .map_err(|e| remove_session(e.into()))?;
 
     let started = std::time::Instant::now();
     crate::audit::record(
@@ -357,7 +362,11 @@ pub fn run(o: &RunOptions) -> Outcome {
         }),
     );
     // Record the base the changes were made against (for drift detection at apply time).
-    let changes = shadow_changes::scan(&project, &session.upper_dir())?;
+    let changes = shadow_changes::scan_with(
+        &project,
+        &session.upper_dir(),
+        &crate::inspect::protected_rules(&session)?,
+    )?;
     let base = shadow_changes::record_base(&project, &changes)?;
     base.save(&session.dir.join("base.json"))?;
     crate::audit::record(&ctx, &id, "changes", crate::audit::changes_data(&changes));
