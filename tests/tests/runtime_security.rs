@@ -227,3 +227,31 @@ fn read_only_commands_are_not_re_executed() {
     assert_eq!(o.stdout, "");
     ctx.assert_clean();
 }
+
+/// `SCMP_CMP_MASKED_EQ` has its OCI meaning, `(arg & value) == valueTwo`, as under runc: a rule
+/// denying `kill` with `(sig & 0xff) == SIGUSR1` denies SIGUSR1 and nothing else. (Read the other
+/// way, the mask would be 10 and SIGTERM, 15 = 0b1111, would be denied too; Docker's default
+/// profile would silently allow namespace-creating clones.)
+#[test]
+fn seccomp_masked_eq_has_its_oci_meaning() {
+    let mut ctx = Ctx::new(
+        "mskeq",
+        &[
+            "sh",
+            "-c",
+            "sleep 10 & kill -USR1 $!; echo usr1=$?; kill -TERM $!; echo term=$?",
+        ],
+    );
+    ctx.spec["process"]["noNewPrivileges"] = serde_json::json!(true);
+    ctx.spec["linux"]["seccomp"] = serde_json::json!({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [{"names": ["kill"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+                      "args": [{"index": 1, "value": 255, "valueTwo": 10, "op": "SCMP_CMP_MASKED_EQ"}]}]
+    });
+    ctx.write_spec();
+    let id = ctx.id("c");
+    let o = ctx.rt(&["run", &id]);
+    assert!(o.stdout.contains("usr1=1"), "{o}");
+    assert!(o.stdout.contains("term=0"), "{o}");
+    ctx.assert_clean();
+}

@@ -59,6 +59,9 @@ pub fn effective_spec(
             changed = true;
         }
     }
+    if swap_masked_eq(&mut spec) {
+        changed = true;
+    }
     if loopback_hook && crate::net::wants_new_netns(&spec) {
         let hook = oci_spec::runtime::HookBuilder::default()
             .path("/proc/self/exe")
@@ -82,6 +85,50 @@ pub fn effective_spec(
         }
     }
     (spec, changed)
+}
+
+/// OCI (and runc, through libseccomp-golang) read `SCMP_CMP_MASKED_EQ` as
+/// `(arg & value) == valueTwo`; libcontainer 0.7 passes `valueTwo` as the mask and `value` as
+/// the datum. Threat: Docker's default profile allows `clone` only when
+/// `(flags & CLONE_NEW*) == 0` (value = the mask, valueTwo = 0); read the other way the mask is
+/// 0, the rule always matches and namespace-creating clones are silently allowed. Swapping the
+/// two for libcontainer gives every MASKED_EQ rule its OCI meaning.
+fn swap_masked_eq(spec: &mut Spec) -> bool {
+    use oci_spec::runtime::LinuxSeccompOperator;
+    let Some(linux) = spec.linux_mut() else {
+        return false;
+    };
+    let Some(mut seccomp) = linux.seccomp().clone() else {
+        return false;
+    };
+    let Some(mut syscalls) = seccomp.syscalls().clone() else {
+        return false;
+    };
+    let mut changed = false;
+    for sc in syscalls.iter_mut() {
+        let Some(mut args) = sc.args().clone() else {
+            continue;
+        };
+        for a in args.iter_mut() {
+            if a.op() == LinuxSeccompOperator::ScmpCmpMaskedEq {
+                let (value, two) = (a.value(), a.value_two().unwrap_or(0));
+                *a = oci_spec::runtime::LinuxSeccompArgBuilder::default()
+                    .index(a.index())
+                    .value(two)
+                    .value_two(value)
+                    .op(a.op())
+                    .build()
+                    .expect("all arg fields set");
+                changed = true;
+            }
+        }
+        sc.set_args(Some(args));
+    }
+    if changed {
+        seccomp.set_syscalls(Some(syscalls));
+        linux.set_seccomp(Some(seccomp));
+    }
+    changed
 }
 
 /// Where the effective bundle of `id` lives under `root`.

@@ -134,14 +134,13 @@ fn errno_rule(names: &[&str], errno: u32, args: Vec<LinuxSeccompArg>) -> LinuxSy
     b.build().expect("all syscall fields set")
 }
 
-/// `(arg[index] & mask) == datum`. libcontainer reads `valueTwo` as the mask and `value` as the
-/// datum; every rule here uses mask == datum or a full 32-bit mask with the datum in `value`,
-/// and the TIOCSTI test checks the reading on this runtime.
+/// `(arg[index] & mask) == datum`, in OCI's reading (runc's): `value` is the mask, `valueTwo`
+/// the datum. (shadow-runtime swaps them for libcontainer, which reads them the other way.)
 fn masked_eq(index: usize, datum: u64, mask: u64) -> LinuxSeccompArg {
     LinuxSeccompArgBuilder::default()
         .index(index)
-        .value(datum)
-        .value_two(mask)
+        .value(mask)
+        .value_two(datum)
         .op(LinuxSeccompOperator::ScmpCmpMaskedEq)
         .build()
         .expect("all arg fields set")
@@ -208,9 +207,9 @@ mod tests {
             json,
             serde_json::json!([
                 {"names":["ioctl"],"action":"SCMP_ACT_ERRNO","errnoRet":1,
-                 "args":[{"index":1,"value":21522,"valueTwo":4294967295u64,"op":"SCMP_CMP_MASKED_EQ"}]},
+                 "args":[{"index":1,"value":4294967295u64,"valueTwo":21522,"op":"SCMP_CMP_MASKED_EQ"}]},
                 {"names":["ioctl"],"action":"SCMP_ACT_ERRNO","errnoRet":1,
-                 "args":[{"index":1,"value":21532,"valueTwo":4294967295u64,"op":"SCMP_CMP_MASKED_EQ"}]}
+                 "args":[{"index":1,"value":4294967295u64,"valueTwo":21532,"op":"SCMP_CMP_MASKED_EQ"}]}
             ])
         );
     }
