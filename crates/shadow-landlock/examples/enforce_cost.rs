@@ -13,7 +13,17 @@ fn main() {
     let policy = shadow_landlock::Policy::from_json(&text).expect("policy");
     let mut micros = Vec::with_capacity(n);
     for _ in 0..n {
-        let (r, w) = std::io::pipe().expect("pipe");
+        let mut fds = [0; 2];
+        // SAFETY: pipe writes two fds into the array, which we then own.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+        // SAFETY: both fds were just created by pipe and are owned by nothing else.
+        let (r, w) = unsafe {
+            use std::os::fd::FromRawFd;
+            (
+                std::fs::File::from_raw_fd(fds[0]),
+                std::fs::File::from_raw_fd(fds[1]),
+            )
+        };
         // SAFETY: the child only measures, writes 8 bytes and exits; no locks are shared.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
