@@ -173,18 +173,7 @@ pub fn ns_proc_name(t: LinuxNamespaceType) -> &'static str {
 
 /// The kernel's Landlock ABI version, 0 when Landlock is unavailable or disabled.
 pub fn landlock_abi() -> i64 {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: with a NULL attr, size 0 and the VERSION flag, landlock_create_ruleset only returns
-    // the ABI version (or an error); it touches no memory of ours.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    rc.max(0)
+    shadow_landlock::kernel_abi()
 }
 
 #[cfg(test)]
