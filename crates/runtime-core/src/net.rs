@@ -85,22 +85,36 @@ pub fn wants_new_netns(spec: &Spec) -> bool {
 
 /// Bring `lo` up in the network namespace of `pid`.
 pub fn loopback_up(pid: i32) -> Result<()> {
-    // Root only: rootless callers cannot open the non-dumpable init's /proc files (nor setns
-    // through a pidfd, which makes the same ptrace-access check); they use the hook instead.
+    in_netns(pid, "bring up lo", set_lo_up)
+}
+
+/// Run `f` on a short-lived thread inside the network namespace of process `pid` (as root, or
+/// root of the user namespace that owns the container's). Sockets made there stay in that
+/// namespace: this is how `shadow run` gives the sandbox its proxy listener.
+pub fn in_netns<T: Send>(
+    pid: i32,
+    what: &str,
+    f: impl FnOnce() -> std::io::Result<T> + Send,
+) -> Result<T> {
+    // Rootless callers in the initial user namespace cannot open the non-dumpable init's
+    // /proc files (nor setns through a pidfd, which makes the same ptrace-access check); they
+    // use the hook instead.
     let ns = File::open(format!("/proc/{pid}/ns/net"))
         .map_err(|e| Error::io(format!("open network namespace of {pid}"), e))?;
-    let handle = std::thread::Builder::new()
-        .name("netns-lo".into())
-        .spawn(move || -> std::io::Result<()> {
-            // SAFETY: setns with an fd we own, on this thread only (CLONE_NEWNET).
-            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            set_lo_up()
-        })
-        .map_err(|e| Error::io("spawn thread", e))?;
-    handle
-        .join()
-        .map_err(|_| Error::runtime("loopback thread panicked"))?
-        .map_err(|e| Error::io("bring up lo in the container's network namespace", e))
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name("netns".into())
+            .spawn_scoped(s, move || -> std::io::Result<T> {
+                // SAFETY: setns with an fd we own, on this thread only (CLONE_NEWNET).
+                if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                f()
+            })
+            .map_err(|e| Error::io("spawn thread", e))?;
+        handle
+            .join()
+            .map_err(|_| Error::runtime("network namespace thread panicked"))?
+            .map_err(|e| Error::io(format!("{what} in the container's network namespace"), e))
+    })
 }

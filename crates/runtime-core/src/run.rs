@@ -29,6 +29,17 @@ pub fn run(g: &Globals, o: &RunOptions) -> Result<i32> {
 
 /// [`run`], also telling whether the timeout fired.
 pub fn run_outcome(g: &Globals, o: &RunOptions) -> Result<foreground::Exit> {
+    run_outcome_with(g, o, &mut |_| Ok(()))
+}
+
+/// [`run_outcome`], calling `after_create` with the init's pid once the container is created
+/// and before it starts (foreground runs only): the place to attach things to its namespaces.
+/// An error there deletes the container and is returned.
+pub fn run_outcome_with(
+    g: &Globals,
+    o: &RunOptions,
+    after_create: &mut dyn FnMut(nix::unistd::Pid) -> Result<()>,
+) -> Result<foreground::Exit> {
     if o.detach {
         let mut c = create_with(g, &o.create, true)?;
         if let Err(e) = c.start() {
@@ -71,6 +82,7 @@ pub fn run_outcome(g: &Globals, o: &RunOptions) -> Result<foreground::Exit> {
         None => None,
     };
     let master_fd = attached.as_ref().map(|a| a.master);
+    after_create(pid).map_err(fail)?;
     let set = foreground::block_signals().map_err(fail)?;
     let mut c = c;
     c.start()
