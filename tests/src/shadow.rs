@@ -469,3 +469,38 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
         .map(|(p, _)| p)
         .collect()
 }
+
+/// An HTTP origin server on the host's loopback (a thread per connection): every request is
+/// answered with `body`, and with what it asked (`body [GET /path HTTP/1.1]`). Returns the port.
+pub fn http_origin(body: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                    buf.drain(..end);
+                    let first = head.lines().next().unwrap_or("").to_string();
+                    let reply = format!("{body} [{first}]");
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{reply}",
+                        reply.len()
+                    );
+                }
+            });
+        }
+    });
+    port
+}

@@ -140,11 +140,11 @@ fn agent_directories_and_the_project_work_under_its_profile() {
     let o = p.run_with(
         &["--profile", "claude-code"],
         "mkdir -p ~/.claude && echo state > ~/.claude/s && cat ~/.claude/s && echo '{}' > ~/.claude.json \
-         && echo changed > README.md && echo ok",
+         && echo changed > README.md && echo ok; echo proxy=$HTTPS_PROXY",
     );
     assert_eq!(o.code(), Some(0), "{o}");
     assert!(o.stdout.contains("state\nok\n"), "{o}");
-    assert!(o.stderr.contains("the network stays off"), "{o}");
+    assert!(o.stdout.contains("proxy=http://127.0.0.1:3128\n"), "{o}");
     let d = p.ok(&["diff", "--name-status"]);
     assert_eq!(d.stdout, "M\tREADME.md\n", "{d}");
 }
@@ -207,11 +207,12 @@ fn dry_run_prints_the_spec_with_seccomp_and_the_landlock_rules() {
     assert_eq!(spec["annotations"]["run.shadow.profile"], "codex");
     let ll: serde_json::Value =
         serde_json::from_str(spec["annotations"]["run.shadow.landlock"].as_str().unwrap()).unwrap();
-    assert_eq!(ll["tcp_connect"], serde_json::json!([443]));
+    // 443 from the profile, 3128 for shadow's proxy (the profile allows hosts).
+    assert_eq!(ll["tcp_connect"], serde_json::json!([443, 3128]));
     assert_eq!(spec["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ALLOW");
     assert!(o.stderr.contains("# landlock: allow read+exec  /\n"), "{o}");
     assert!(
-        o.stderr.contains("# landlock: tcp connect      443\n"),
+        o.stderr.contains("# landlock: tcp connect      443,3128\n"),
         "{o}"
     );
     let o = p.sh(&["run", "--profile", "nope", "--", "true"]);

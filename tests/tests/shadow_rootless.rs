@@ -149,3 +149,27 @@ fn rootless_leaves_no_process_behind() {
         String::from_utf8_lossy(&ps.stdout)
     );
 }
+
+#[test]
+fn rootless_allowed_host_goes_through_the_proxy() {
+    let u = UserEnv::new();
+    let port = shadow_integration_tests::shadow::http_origin("rootless-proxy");
+    let (code, out, err) = u.shadow(&format!(
+        "run --allow-host 127.0.0.1:{port} -- sh -c \"curl -sS http://127.0.0.1:{port}/r; echo; \
+         curl -sS -o /dev/null -w '%{{http_code}}\\n' http://127.0.0.1:1/; \
+         curl -sS --noproxy '*' http://127.0.0.1:{port}/ 2>/dev/null; echo direct=\\$?\""
+    ));
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    assert_eq!(
+        out, "rootless-proxy [GET /r HTTP/1.1]\n403\ndirect=7\n",
+        "stderr: {err}"
+    );
+    let (code, log, err) = u.shadow("log --json");
+    assert_eq!(code, 0, "{err}");
+    let net: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"net\""))
+        .collect();
+    assert_eq!(net.len(), 2, "{log}");
+    assert!(net[0].contains("\"allowed\":true") && net[1].contains("\"allowed\":false"));
+}

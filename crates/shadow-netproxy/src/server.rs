@@ -9,7 +9,7 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -537,8 +537,9 @@ async fn forward(
             return text(StatusCode::BAD_GATEWAY, &e);
         }
     };
-    let status = Arc::new(AtomicU16::new(502));
-    let status_c = status.clone();
+    // The status is known when the response head arrives, which may be after the upstream
+    // connection has already ended (HTTP/1.0 servers close right after the body).
+    let (status_tx, status_rx) = tokio::sync::oneshot::channel::<u16>();
     let mut stop = report.sh.stop.clone();
     // The upstream connection ends when the response body has been read and the sender is
     // gone: then the byte counts are final.
@@ -548,9 +549,10 @@ async fn forward(
             r = conn => r.err().map(|e| format!("upstream: {e}")),
             _ = stop.changed() => Some("closed: the session ended".to_string()),
         };
+        let status = status_rx.await.unwrap_or(502);
         report.finish(
             Some(addr),
-            status_c.load(Ordering::Relaxed),
+            status,
             up.load(Ordering::Relaxed),
             down.load(Ordering::Relaxed),
             error,
@@ -573,7 +575,7 @@ async fn forward(
     }
     match sender.send_request(req).await {
         Ok(mut resp) => {
-            status.store(resp.status().as_u16(), Ordering::Relaxed);
+            let _ = status_tx.send(resp.status().as_u16());
             strip_hop_by_hop(resp.headers_mut());
             resp.map(|b| b.boxed())
         }

@@ -12,6 +12,7 @@ use shadow_sandbox::session::{NewSession, ProcessRef, SessionState};
 use shadow_sandbox::spec::{build_spec, NetworkMode, ResourceLimits, SandboxInput, TmpfsSizes};
 
 use crate::context::{resolve_project, Context};
+use crate::policy::Network;
 use crate::{Failure, Outcome};
 
 /// Annotation naming the profile a sandbox runs under.
@@ -35,6 +36,10 @@ pub struct RunOptions {
     pub env: Vec<String>,
     /// Give the sandbox the host's network.
     pub allow_network: bool,
+    /// Loopback only, whatever the profile says (`--network none`).
+    pub no_network: bool,
+    /// `--allow-host` rules (added to the profile's hosts).
+    pub allow_host: Vec<String>,
     /// Stop after this many seconds (exit status 124).
     pub timeout: Option<u64>,
     /// Memory limit in bytes.
@@ -135,6 +140,7 @@ pub fn run(o: &RunOptions) -> Outcome {
     }
     let timeout = o.timeout.or(profile.resources.timeout);
 
+    let net = crate::policy::network(&profile, o.allow_network, o.no_network, &o.allow_host)?;
     let (names, set) = split_env(&o.env);
     let host_env: Vec<(String, String)> = std::env::vars().collect();
     let env_plan = crate::policy::env_plan(&profile);
@@ -143,6 +149,10 @@ pub fn run(o: &RunOptions) -> Outcome {
     let mut values = env_plan.set.clone();
     values.extend(set);
     values.push(("HOME".into(), ctx.user.home.display().to_string()));
+    if let Network::Proxy(allow) = &net {
+        let url = format!("http://{}", shadow_netproxy::SANDBOX_ADDR);
+        values.extend(shadow_netproxy::proxy_env(&url, allow));
+    }
     // `--env NAME` and the profile's exact names win over its deny patterns.
     let exact: Vec<String> = allow.iter().filter(|a| !a.contains('*')).cloned().collect();
     let host_env: Vec<(String, String)> = host_env
@@ -150,17 +160,13 @@ pub fn run(o: &RunOptions) -> Outcome {
         .filter(|(k, _)| !crate::policy::env_denied(&env_plan, k, &exact))
         .collect();
     let env = build_env(&host_env, &default_allowlist_with(&allow), &values);
-    let (host_network, net_warning) = crate::policy::network(&profile, o.allow_network);
-    if let Some(w) = net_warning {
-        eprintln!("shadow: {w}");
-    }
     let fs_plan = crate::policy::fs_plan(&profile, &ctx.user.home, &project, &|p| p.exists())?;
     let mut denied = fs_plan.denied.clone();
     denied.extend(crate::policy::project_glob_matches(
         &project,
         &fs_plan.deny_globs,
     )?);
-    let landlock = crate::policy::landlock_policy(
+    let mut landlock = crate::policy::landlock_policy(
         &profile,
         &fs_plan,
         &ctx.user.home,
@@ -168,6 +174,10 @@ pub fn run(o: &RunOptions) -> Outcome {
         ctx.store.root(),
         o.best_effort,
     );
+    if let (Network::Proxy(_), Some(ports)) = (&net, landlock.tcp_connect.as_mut()) {
+        // The proxy is the way out: a profile that limits TCP connects must still reach it.
+        ports.push(PROXY_PORT);
+    }
     let missing = landlock.missing_on(shadow_landlock::kernel_abi());
     if !missing.is_empty() {
         if o.best_effort {
@@ -257,7 +267,7 @@ pub fn run(o: &RunOptions) -> Outcome {
         user: sandbox_user,
         env,
         terminal,
-        network: if host_network {
+        network: if net == Network::Host {
             NetworkMode::Host
         } else {
             NetworkMode::None
@@ -277,7 +287,11 @@ pub fn run(o: &RunOptions) -> Outcome {
         .into_iter()
         .collect(),
     };
-    let spec = build_spec(&input).map_err(|e| remove_session(e.into()))?;
+    let mut spec = build_spec(&input).map_err(|e| remove_session(e.into()))?;
+    let proxy_socket = session.dir.join("proxy.sock");
+    if matches!(net, Network::Proxy(_)) {
+        add_listen_hook(&mut spec, &proxy_socket);
+    }
     if o.dry_run {
         let _ = remove_session(Failure::new("dry run"));
         // stdout stays one JSON document; the rules, readable, go to stderr.
@@ -288,6 +302,13 @@ pub fn run(o: &RunOptions) -> Outcome {
         );
         for line in landlock.describe() {
             eprintln!("# landlock: {line}");
+        }
+        if let Network::Proxy(a) = &net {
+            eprintln!(
+                "# network: proxy on {} allowing {}",
+                shadow_netproxy::SANDBOX_ADDR,
+                describe_hosts(a)
+            );
         }
         println!(
             "{}",
@@ -315,7 +336,7 @@ pub fn run(o: &RunOptions) -> Outcome {
             "cwd": input.cwd,
             "profile": profile.name,
             "profile_sources": profile.sources,
-            "network": if host_network { "host" } else { "none" },
+            "network": network_record(&net),
             "limits": limits,
             "timeout_s": timeout,
             "seccomp_deny": profile.seccomp.deny,
@@ -327,7 +348,18 @@ pub fn run(o: &RunOptions) -> Outcome {
         root: ctx.runtime_root(),
         ..Default::default()
     };
-    let result = rt::run::run_outcome(
+    let mut proxy: Option<shadow_netproxy::Proxy> = None;
+    let mut receiver = match net {
+        Network::Proxy(_) => Some(rt::net::FdReceiver::bind(&proxy_socket)?),
+        _ => None,
+    };
+    let mut after_create = |_pid: nix::unistd::Pid| -> rt::Result<()> {
+        if let (Network::Proxy(allow), Some(r)) = (&net, receiver.take()) {
+            proxy = Some(start_proxy(&ctx, &id, r, allow)?);
+        }
+        Ok(())
+    };
+    let result = rt::run::run_outcome_with(
         &g,
         &rt::run::RunOptions {
             create: rt::create::CreateOptions {
@@ -340,7 +372,9 @@ pub fn run(o: &RunOptions) -> Outcome {
             grace: TIMEOUT_GRACE,
             ..Default::default()
         },
+        &mut after_create,
     );
+    let proxy_stats = proxy.take().map(|p| p.shutdown());
     let (state, code, err) = match &result {
         Ok(e) if e.timed_out => (SessionState::TimedOut, TIMEOUT_STATUS, None),
         Ok(e) => (SessionState::Exited, e.code, None),
@@ -359,6 +393,7 @@ pub fn run(o: &RunOptions) -> Outcome {
             "error": err.as_ref().map(|e| e.to_string()),
             "duration_ms": started.elapsed().as_millis() as u64,
             "usage": crate::audit::children_usage(),
+            "network": proxy_stats,
         }),
     );
     // Record the base the changes were made against (for drift detection at apply time).
@@ -400,6 +435,76 @@ pub fn run(o: &RunOptions) -> Outcome {
         );
     }
     Ok(code)
+}
+
+/// The proxy's port inside the sandbox.
+const PROXY_PORT: u16 = 3128;
+
+fn describe_hosts(a: &shadow_netproxy::Allowlist) -> String {
+    if a.rules.is_empty() {
+        return "no host".into();
+    }
+    a.rules
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn network_record(net: &Network) -> serde_json::Value {
+    match net {
+        Network::None => "none".into(),
+        Network::Host => "host".into(),
+        Network::Proxy(a) => serde_json::json!({
+            "proxy": shadow_netproxy::SANDBOX_ADDR,
+            "hosts": a.rules.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+        }),
+    }
+}
+
+/// The sandbox's proxy listener is made by a `createContainer` hook inside its network
+/// namespace and sent to us over `socket` (see `rt::net::listen_hook_spec`); it shows in the
+/// config.json like everything else.
+fn add_listen_hook(spec: &mut oci_spec::runtime::Spec, socket: &Path) {
+    let mut hooks = spec.hooks().clone().unwrap_or_default();
+    let mut cc = hooks.create_container().clone().unwrap_or_default();
+    cc.push(rt::net::listen_hook_spec(
+        socket,
+        shadow_netproxy::SANDBOX_ADDR,
+    ));
+    hooks.set_create_container(Some(cc));
+    spec.set_hooks(Some(hooks));
+}
+
+/// Serve the listener the hook made inside the sandbox's network namespace from here,
+/// outside. Every decision goes to the session's audit log.
+fn start_proxy(
+    ctx: &Context,
+    id: &str,
+    receiver: rt::net::FdReceiver,
+    allow: &shadow_netproxy::Allowlist,
+) -> rt::Result<shadow_netproxy::Proxy> {
+    let addr = shadow_netproxy::SANDBOX_ADDR
+        .parse()
+        .map_err(|_| rt::Error::runtime("bad proxy address"))?;
+    let listener = receiver.take(addr)?;
+    let log = crate::audit::log_path(ctx, id);
+    let session = id.to_string();
+    let warned = std::sync::atomic::AtomicBool::new(false);
+    shadow_netproxy::Proxy::spawn(
+        listener,
+        allow.clone(),
+        shadow_netproxy::Options::default(),
+        move |e| {
+            let data = serde_json::to_value(&e).unwrap_or_default();
+            if let Err(err) = shadow_audit::append(&log, &session, "net", data) {
+                if !warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    eprintln!("shadow: audit log of session {session}: {err}");
+                }
+            }
+        },
+    )
+    .map_err(|e| rt::Error::io("start the network proxy", e))
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ struct Cli {
     command: Cmd,
 }
 
+// Parsed once per process: the size of the largest variant costs nothing worth boxing for.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run CMD in a sandbox whose view of the project is a copy-on-write overlay.
@@ -31,8 +33,16 @@ enum Cmd {
         #[arg(long = "env", short = 'e')]
         env: Vec<String>,
         /// Give the sandbox the host's network (default: loopback only).
-        #[arg(long = "allow-network")]
+        #[arg(long = "allow-network", conflicts_with_all = ["allow_host", "network"])]
         allow_network: bool,
+        /// Let the sandbox reach HOST[:PORT] through shadow's proxy (repeatable; `*.example.com`
+        /// for subdomains, `:*` for any port; default ports 80 and 443). Adds to the profile's
+        /// hosts.
+        #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+        allow_host: Vec<String>,
+        /// `none`: loopback only, whatever the profile says; `host`: the host's network.
+        #[arg(long, value_parser = ["none", "host"], conflicts_with = "allow_host")]
+        network: Option<String>,
         /// Stop the command after SECS (SIGTERM, then SIGKILL); exit status 124.
         #[arg(long)]
         timeout: Option<u64>,
@@ -174,6 +184,8 @@ fn dispatch(cmd: Cmd) -> Outcome {
             rootfs,
             env,
             allow_network,
+            allow_host,
+            network,
             timeout,
             memory,
             pids,
@@ -198,7 +210,9 @@ fn dispatch(cmd: Cmd) -> Outcome {
                 project,
                 rootfs,
                 env,
-                allow_network,
+                allow_network: allow_network || network.as_deref() == Some("host"),
+                no_network: network.as_deref() == Some("none"),
+                allow_host,
                 timeout,
                 memory: size(memory)?,
                 pids,

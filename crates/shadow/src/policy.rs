@@ -210,25 +210,50 @@ pub fn landlock_policy(
     }
 }
 
-/// Whether the sandbox gets the host's network, and a warning when the profile asks for
-/// something this build cannot give (allowed hosts need the network proxy).
-pub fn network(p: &Profile, allow_network: bool) -> (bool, Option<String>) {
+/// The sandbox's network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Network {
+    /// Its own namespace with only `lo`.
+    None,
+    /// The host's network namespace.
+    Host,
+    /// Only `lo`, plus shadow's proxy on it, which reaches these hosts only.
+    Proxy(shadow_netproxy::Allowlist),
+}
+
+/// The network a run gets: `--allow-network` / `--network host` > `--network none` > the
+/// profile's mode, where `--allow-host` rules (added to a `hosts` profile's own) turn any mode
+/// into the proxy.
+pub fn network(
+    p: &Profile,
+    allow_network: bool,
+    no_network: bool,
+    allow_host: &[String],
+) -> Result<Network, Failure> {
     if allow_network {
-        return (true, None);
+        return Ok(Network::Host);
     }
+    if no_network {
+        return Ok(Network::None);
+    }
+    let mut cli = shadow_netproxy::Allowlist::parse(allow_host)
+        .map_err(|e| Failure::new(format!("--allow-host: {e}")))?;
     match p.network.mode {
-        NetMode::On => (true, None),
-        NetMode::Off => (false, None),
-        // Closed, not open: without the proxy the listed hosts stay unreachable.
-        NetMode::Hosts => (
-            false,
-            Some(format!(
-                "profile {} allows hosts ({}) through shadow's network proxy, which this build does not have: the network stays off (use --allow-network for the host's network)",
-                p.name,
-                p.network.hosts.join(", ")
-            )),
-        ),
+        NetMode::On if cli.rules.is_empty() => return Ok(Network::Host),
+        NetMode::Off if cli.rules.is_empty() => return Ok(Network::None),
+        NetMode::Hosts => {
+            let own = profile_hosts(p)?;
+            cli.rules.extend(own.rules);
+        }
+        _ => {}
     }
+    Ok(Network::Proxy(cli))
+}
+
+/// A profile's `network.hosts`, parsed.
+pub fn profile_hosts(p: &Profile) -> Result<shadow_netproxy::Allowlist, Failure> {
+    shadow_netproxy::Allowlist::parse(&p.network.hosts)
+        .map_err(|e| Failure::new(format!("profile {}: network.hosts: {e}", p.name)))
 }
 
 #[cfg(test)]
@@ -304,10 +329,38 @@ mod tests {
     }
 
     #[test]
-    fn hosts_mode_stays_closed_and_says_so() {
-        let (net, warn) = network(&claude(), false);
-        assert!(!net);
-        assert!(warn.unwrap().contains("the network stays off"));
-        assert_eq!(network(&claude(), true), (true, None));
+    fn network_precedence() {
+        let hosts = |n: &Network| match n {
+            Network::Proxy(a) => a.rules.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+            _ => panic!("not a proxy: {n:?}"),
+        };
+        let c = claude();
+        assert_eq!(
+            hosts(&network(&c, false, false, &[]).unwrap()),
+            [
+                "api.anthropic.com:443",
+                "statsig.anthropic.com:443",
+                "sentry.io:443"
+            ]
+        );
+        let extra = ["127.0.0.1:8080".to_string()];
+        assert_eq!(
+            hosts(&network(&c, false, false, &extra).unwrap())[0],
+            "127.0.0.1:8080"
+        );
+        assert_eq!(network(&c, true, false, &extra).unwrap(), Network::Host);
+        assert_eq!(network(&c, false, true, &[]).unwrap(), Network::None);
+        let d = Registry::default().resolve("default").unwrap();
+        assert_eq!(network(&d, false, false, &[]).unwrap(), Network::None);
+        assert_eq!(
+            hosts(&network(&d, false, false, &extra).unwrap()),
+            ["127.0.0.1:8080"]
+        );
+        let e = network(&d, false, false, &["*".to_string()]).unwrap_err();
+        assert!(
+            e.msg.starts_with("--allow-host: allowed host \"*\""),
+            "{}",
+            e.msg
+        );
     }
 }

@@ -91,7 +91,13 @@ pub fn check(files: &[PathBuf]) -> Outcome {
     let r = registry(current_project().as_deref());
     let mut bad = 0;
     for f in files {
-        match r.resolve_path(f) {
+        // Host rules are checked here too (the schema keeps them as strings).
+        let resolved = r.resolve_path(f).map_err(|e| e.to_string()).and_then(|p| {
+            crate::policy::profile_hosts(&p)
+                .map(|_| p)
+                .map_err(|e| format!("{}: {}", f.display(), e.msg))
+        });
+        match resolved {
             Ok(p) => println!("{}: ok ({})", f.display(), p.sources.join(" <- ")),
             Err(e) => {
                 eprintln!("{e}");
