@@ -48,7 +48,7 @@ impl Executor for ShadowExecutor {
         if self.init_shim {
             let spec = spec.clone();
             crate::init_shim::run(move || {
-                let result = DefaultExecutor {}.exec(&spec);
+                let result = exec_payload(&spec);
                 match result {
                     Ok(()) => 0,
                     Err(e) => {
@@ -58,12 +58,58 @@ impl Executor for ShadowExecutor {
                 }
             });
         }
-        DefaultExecutor {}.exec(spec)
+        exec_payload(spec)
     }
 
     fn validate(&self, spec: &Spec) -> Result<(), ExecutorValidationError> {
         DefaultExecutor {}.validate(spec)
     }
+}
+
+/// Exec the payload: `process.args[0]` found through `PATH` (of the environment libcontainer
+/// has just set up), argv unchanged.
+///
+/// Why not libcontainer's `execvp`: it tries `execve` in each `PATH` directory until one
+/// works, and with exec audit (seccomp user notification on execve) every failed try is a
+/// round trip to the supervisor and a misleading record. We look first, then exec once.
+fn exec_payload(spec: &Spec) -> Result<(), ExecutorError> {
+    let args = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.args().as_ref())
+        .filter(|a| !a.is_empty())
+        .ok_or(ExecutorError::InvalidArg)?;
+    let argv: Vec<std::ffi::CString> = args
+        .iter()
+        .map(|s| std::ffi::CString::new(s.as_bytes()).map_err(|_| ExecutorError::InvalidArg))
+        .collect::<Result<_, _>>()?;
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let program = resolve_in_path(&args[0], &path, &|p| {
+        nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
+            && std::fs::metadata(p).is_ok_and(|m| m.is_file())
+    })
+    .ok_or_else(|| ExecutorError::Execution(format!("{}: command not found", args[0]).into()))?;
+    let c = std::ffi::CString::new(program.into_os_string().into_encoded_bytes())
+        .map_err(|_| ExecutorError::InvalidArg)?;
+    let err = nix::unistd::execv(&c, &argv).unwrap_err();
+    Err(ExecutorError::Execution(
+        format!("{}: {}", args[0], err.desc()).into(),
+    ))
+}
+
+/// The file `execvp` would run for `cmd`: itself when it has a `/`, else the first executable
+/// `DIR/cmd` along `path` (an empty entry is the current directory).
+fn resolve_in_path(
+    cmd: &str,
+    path: &str,
+    executable: &dyn Fn(&std::path::Path) -> bool,
+) -> Option<std::path::PathBuf> {
+    if cmd.contains('/') {
+        return Some(cmd.into());
+    }
+    path.split(':')
+        .map(|d| std::path::Path::new(if d.is_empty() { "." } else { d }).join(cmd))
+        .find(|p| executable(p))
 }
 
 fn join_new_session_keyring() -> Result<(), ExecutorError> {
@@ -89,5 +135,29 @@ fn join_new_session_keyring() -> Result<(), ExecutorError> {
         _ => Err(ExecutorError::Other(format!(
             "failed to create a new session keyring: {err}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve_in_path;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn path_lookup_is_execvp_s() {
+        let has = |p: &Path| p == Path::new("/usr/bin/ls") || p == Path::new("./x");
+        assert_eq!(
+            resolve_in_path("ls", "/usr/local/bin:/usr/bin:/bin", &has),
+            Some(PathBuf::from("/usr/bin/ls"))
+        );
+        assert_eq!(
+            resolve_in_path("x", "/a::/b", &has),
+            Some(PathBuf::from("./x"))
+        );
+        assert_eq!(resolve_in_path("nope", "/usr/bin", &has), None);
+        assert_eq!(
+            resolve_in_path("./rel/p", "/usr/bin", &has),
+            Some(PathBuf::from("./rel/p"))
+        );
     }
 }

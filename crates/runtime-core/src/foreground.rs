@@ -31,6 +31,28 @@ pub fn block_signals() -> Result<SigSet> {
     Ok(set)
 }
 
+/// Spawn a helper thread with every signal blocked. A process that waits for its signals with
+/// sigwait (as `run` does) must not have them delivered to another thread, where the default
+/// action (usually: terminate) would apply. Threads inherit the creator's mask.
+pub fn spawn_signals_blocked<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<T>> {
+    let mut old = SigSet::empty();
+    nix::sys::signal::pthread_sigmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&SigSet::all()),
+        Some(&mut old),
+    )?;
+    let r = std::thread::Builder::new().name(name.into()).spawn(f);
+    let _ = nix::sys::signal::pthread_sigmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&old),
+        None,
+    );
+    r
+}
+
 /// Shell-style exit status: the code, or 128+N when killed by signal N.
 pub fn exit_code(ws: WaitStatus) -> Option<i32> {
     match ws {

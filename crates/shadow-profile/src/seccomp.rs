@@ -182,6 +182,15 @@ pub fn rules(groups: &[Group]) -> Vec<LinuxSyscall> {
 }
 
 /// `linux.seccomp` denying `groups` (None when there are none).
+/// A filter that allows everything (the base for rules added by others, e.g. exec audit).
+pub fn allow_default() -> LinuxSeccomp {
+    LinuxSeccompBuilder::default()
+        .default_action(LinuxSeccompAction::ScmpActAllow)
+        .syscalls(Vec::<LinuxSyscall>::new())
+        .build()
+        .expect("all seccomp fields set")
+}
+
 pub fn build(groups: &[Group]) -> Option<LinuxSeccomp> {
     if groups.is_empty() {
         return None;

@@ -25,6 +25,61 @@ pub fn record(ctx: &Context, id: &str, kind: &str, data: Value) {
     }
 }
 
+/// Writes the exec records the supervisor hands over, on its own thread: the supervisor's
+/// sink must not do file I/O (each exec in the sandbox waits for it).
+#[derive(Debug)]
+pub struct ExecWriter {
+    tx: Option<std::sync::mpsc::Sender<shadow_execaudit::ExecEvent>>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl ExecWriter {
+    /// Start writing to the log of session `id`.
+    pub fn start(ctx: &Context, id: &str) -> Result<ExecWriter, Failure> {
+        let (tx, rx) = std::sync::mpsc::channel::<shadow_execaudit::ExecEvent>();
+        let log = log_path(ctx, id);
+        let session = id.to_string();
+        let thread =
+            shadow_runtime_core::foreground::spawn_signals_blocked("shadow-execlog", move || {
+                let mut n = 0;
+                let mut warned = false;
+                for e in rx {
+                    let data = serde_json::to_value(&e).unwrap_or_default();
+                    match shadow_audit::append(&log, &session, "exec", data) {
+                        Ok(_) => n += 1,
+                        Err(err) if !warned => {
+                            warned = true;
+                            eprintln!("shadow: audit log of session {session}: {err}");
+                        }
+                        Err(_) => {}
+                    }
+                }
+                n
+            })
+            .map_err(|e| Failure::new(format!("start the exec log writer: {e}")))?;
+        Ok(ExecWriter {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The sink to give the supervisor.
+    pub fn sink(&self) -> impl FnMut(shadow_execaudit::ExecEvent) + Send + 'static {
+        let tx = self.tx.clone();
+        move |e| {
+            if let Some(tx) = &tx {
+                let _ = tx.send(e);
+            }
+        }
+    }
+
+    /// Wait until every record is written (after the supervisor is finished); the count.
+    pub fn finish(mut self) -> u64 {
+        drop(self.tx.take());
+        self.thread.take().and_then(|t| t.join().ok()).unwrap_or(0)
+    }
+}
+
 /// CPU time and peak RSS of the reaped children (the sandbox's processes are ours: shadow is
 /// their subreaper).
 pub fn children_usage() -> Value {
@@ -93,8 +148,41 @@ fn summary(r: &shadow_audit::Record) -> String {
         "session.start" => format!(
             "profile={} network={} command={}",
             d["profile"].as_str().unwrap_or("?"),
-            d["network"].as_str().unwrap_or("?"),
+            match &d["network"] {
+                Value::String(s) => s.clone(),
+                Value::Object(o) => format!("proxy({})", o.get("hosts").unwrap_or(&Value::Null)),
+                _ => "?".into(),
+            },
             d["command"]
+        ),
+        "exec" => format!(
+            "pid={} ppid={} {}: {}",
+            d["pid"],
+            d["ppid"],
+            d["path"].as_str().unwrap_or("?"),
+            d["argv"]
+                .as_array()
+                .map(|a| a
+                    .iter()
+                    .map(|x| x.as_str().unwrap_or("?"))
+                    .collect::<Vec<_>>()
+                    .join(" "))
+                .unwrap_or_default()
+        ),
+        "net" => format!(
+            "{} {} {}:{} status={} up={} down={} ({})",
+            if d["allowed"] == true {
+                "allow"
+            } else {
+                "deny "
+            },
+            d["method"].as_str().unwrap_or("?"),
+            d["host"].as_str().unwrap_or("?"),
+            d["port"],
+            d["status"],
+            d["bytes_up"],
+            d["bytes_down"],
+            d["error"].as_str().or(d["reason"].as_str()).unwrap_or("")
         ),
         "session.end" => format!(
             "state={} exit={} duration_ms={}",

@@ -40,6 +40,8 @@ pub struct RunOptions {
     pub no_network: bool,
     /// `--allow-host` rules (added to the profile's hosts).
     pub allow_host: Vec<String>,
+    /// Do not record the processes executed inside (`--no-exec-audit`).
+    pub no_exec_audit: bool,
     /// Stop after this many seconds (exit status 124).
     pub timeout: Option<u64>,
     /// Memory limit in bytes.
@@ -249,6 +251,18 @@ pub fn run(o: &RunOptions) -> Outcome {
         sandbox_user.uid = 0;
         sandbox_user.gid = 0;
     }
+    // Exec audit: seccomp user notification on execve/execveat, answered by a supervisor
+    // thread here (see the shadow-execaudit crate), declared in the spec like the rest.
+    let exec_socket = session.dir.join("exec.sock");
+    let mut seccomp = shadow_profile::seccomp::build(&profile.seccomp.deny);
+    if !o.no_exec_audit {
+        let s = seccomp.get_or_insert_with(shadow_profile::seccomp::allow_default);
+        shadow_execaudit::add_to(s, &exec_socket).map_err(|e| {
+            remove_session(Failure::new(format!(
+                "exec audit: {e} (use --no-exec-audit)"
+            )))
+        })?;
+    }
     let input = SandboxInput {
         session_id: id.clone(),
         args: o.command.clone(),
@@ -279,7 +293,7 @@ pub fn run(o: &RunOptions) -> Outcome {
         extra_rw: vec![],
         denied,
         cgroups_path: cgroups.is_usable().then(|| format!("/shadow/{id}").into()),
-        seccomp: shadow_profile::seccomp::build(&profile.seccomp.deny),
+        seccomp,
         annotations: [
             (shadow_landlock::ANNOTATION.to_string(), landlock.to_json()),
             (PROFILE_ANNOTATION.to_string(), profile.name.clone()),
@@ -342,8 +356,22 @@ pub fn run(o: &RunOptions) -> Outcome {
             "seccomp_deny": profile.seccomp.deny,
             "landlock": landlock,
             "landlock_abi": shadow_landlock::kernel_abi(),
+            "exec_audit": if o.no_exec_audit {
+                serde_json::Value::Bool(false)
+            } else {
+                "seccomp user notification (execve, execveat)".into()
+            },
         }),
     );
+    let exec_audit = if o.no_exec_audit {
+        None
+    } else {
+        let writer = crate::audit::ExecWriter::start(&ctx, &id).map_err(remove_session)?;
+        let supervisor = shadow_execaudit::Listener::bind(&exec_socket)
+            .and_then(|l| l.spawn(writer.sink()))
+            .map_err(|e| remove_session(Failure::new(format!("exec audit: {e}"))))?;
+        Some((supervisor, writer))
+    };
     let g = rt::Globals {
         root: ctx.runtime_root(),
         ..Default::default()
@@ -375,6 +403,17 @@ pub fn run(o: &RunOptions) -> Outcome {
         &mut after_create,
     );
     let proxy_stats = proxy.take().map(|p| p.shutdown());
+    // Every process of the sandbox is gone now: the supervisor has seen its last exec.
+    let exec_stats = exec_audit.map(|(supervisor, writer)| {
+        let st = supervisor.finish();
+        let written = writer.finish();
+        serde_json::json!({
+            "execs": st.execs,
+            "recorded": written,
+            "errors": st.errors,
+            "first_error": st.first_error,
+        })
+    });
     let (state, code, err) = match &result {
         Ok(e) if e.timed_out => (SessionState::TimedOut, TIMEOUT_STATUS, None),
         Ok(e) => (SessionState::Exited, e.code, None),
@@ -394,6 +433,7 @@ pub fn run(o: &RunOptions) -> Outcome {
             "duration_ms": started.elapsed().as_millis() as u64,
             "usage": crate::audit::children_usage(),
             "network": proxy_stats,
+            "exec": exec_stats,
         }),
     );
     // Record the base the changes were made against (for drift detection at apply time).

@@ -43,6 +43,10 @@ enum Cmd {
         /// `none`: loopback only, whatever the profile says; `host`: the host's network.
         #[arg(long, value_parser = ["none", "host"], conflicts_with = "allow_host")]
         network: Option<String>,
+        /// Do not record the processes executed inside (saves one round trip to shadow per
+        /// exec; see the README's audit section).
+        #[arg(long = "no-exec-audit")]
+        no_exec_audit: bool,
         /// Stop the command after SECS (SIGTERM, then SIGKILL); exit status 124.
         #[arg(long)]
         timeout: Option<u64>,
@@ -186,6 +190,7 @@ fn dispatch(cmd: Cmd) -> Outcome {
             allow_network,
             allow_host,
             network,
+            no_exec_audit,
             timeout,
             memory,
             pids,
@@ -213,6 +218,7 @@ fn dispatch(cmd: Cmd) -> Outcome {
                 allow_network: allow_network || network.as_deref() == Some("host"),
                 no_network: network.as_deref() == Some("none"),
                 allow_host,
+                no_exec_audit,
                 timeout,
                 memory: size(memory)?,
                 pids,
