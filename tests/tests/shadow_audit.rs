@@ -157,3 +157,47 @@ fn exec_audit_can_be_turned_off_and_says_so() {
     assert_eq!(r[0]["data"]["exec_audit"], false);
     assert_eq!(r[1]["data"]["exec"], Value::Null);
 }
+
+#[test]
+fn seccomp_denials_are_logged_and_still_denied() {
+    let p = Project::new("audit-deny");
+    let o = p.run(
+        "unshare -U true 2>/dev/null; echo unshare=$?; \
+         /usr/bin/python3 -c 'import ctypes,os; l=ctypes.CDLL(None,use_errno=True); \
+         r=l.mount(b\"x\",b\"/tmp\",b\"tmpfs\",0,None); print(\"mount\", r, os.strerror(ctypes.get_errno()))'",
+    );
+    assert_eq!(o.code(), Some(0), "{o}");
+    assert_eq!(
+        o.stdout, "unshare=1\nmount -1 Operation not permitted\n",
+        "{o}"
+    );
+    let id = p.session_ids().pop().unwrap();
+    let r = records(&p, &id);
+    let denied: Vec<&Value> = r
+        .iter()
+        .filter(|x| x["kind"] == "denial")
+        .map(|x| &x["data"])
+        .collect();
+    let names: Vec<&str> = denied
+        .iter()
+        .map(|d| d["syscall"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"unshare") && names.contains(&"mount"),
+        "{names:?}"
+    );
+    let un = denied.iter().find(|d| d["syscall"] == "unshare").unwrap();
+    assert_eq!(un["mechanism"], "seccomp");
+    assert_eq!(un["errno"], "EPERM");
+    // unshare(CLONE_NEWUSER)
+    assert_eq!(un["args"][0], "0x10000000");
+    // The denying process is the one the exec records name.
+    let unshare_exec = execs(&r)
+        .into_iter()
+        .find(|e| e["argv"][0] == "unshare")
+        .unwrap();
+    assert_eq!(un["pid"], unshare_exec["pid"]);
+    let end = r.iter().find(|x| x["kind"] == "session.end").unwrap();
+    assert_eq!(end["data"]["exec"]["seccomp_denials"]["mount"], 1);
+    assert_eq!(end["data"]["exec"]["seccomp_denials"]["unshare"], 1);
+}

@@ -28,7 +28,7 @@ pub struct ShadowExecutor {
 
 impl Executor for ShadowExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
-        if !self.no_new_keyring {
+        if !self.no_new_keyring && !denies_keyctl(spec) {
             join_new_session_keyring()?;
         }
         if let Some(value) = spec
@@ -64,6 +64,24 @@ impl Executor for ShadowExecutor {
     fn validate(&self, spec: &Spec) -> Result<(), ExecutorValidationError> {
         DefaultExecutor {}.validate(spec)
     }
+}
+
+/// Whether the spec's seccomp filter (already loaded: libcontainer applies it before the
+/// executor runs, early or, with `noNewPrivileges`, just before) denies `keyctl`: then joining a keyring would only
+/// be refused (and, under exec audit, recorded as the runtime's own denial), and the payload
+/// cannot reach any keyring anyway.
+fn denies_keyctl(spec: &Spec) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.seccomp().as_ref())
+        .and_then(|s| s.syscalls().as_ref())
+        .is_some_and(|rules| {
+            rules.iter().any(|r| {
+                r.names().iter().any(|n| n == "keyctl")
+                    && r.args().as_ref().is_none_or(|a| a.is_empty())
+                    && r.action() != oci_spec::runtime::LinuxSeccompAction::ScmpActAllow
+            })
+        })
 }
 
 /// Exec the payload: `process.args[0]` found through `PATH` (of the environment libcontainer

@@ -95,6 +95,29 @@ impl ExecEvent {
     }
 }
 
+/// A call denied through a NOTIFY rule (answered EPERM).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Denial {
+    /// Thread id of the caller.
+    pub pid: i32,
+    /// Parent pid, when it could be read.
+    pub ppid: Option<i32>,
+    /// Syscall name (libseccomp's), or `nr:N`.
+    pub syscall: String,
+    /// The raw arguments (flags and requests are what tell `clone(CLONE_NEWUSER)` from a
+    /// thread, or TIOCSTI from another ioctl).
+    pub args: [u64; 6],
+    /// What went wrong answering it.
+    pub error: Option<String>,
+}
+
+/// Is this notification an exec (let through) rather than a denial?
+pub(crate) fn is_exec(req: &libc::seccomp_notif) -> bool {
+    req.data.arch == NATIVE_AUDIT_ARCH
+        && req.data.nr & X32_SYSCALL_BIT == 0
+        && (req.data.nr == SYS_EXECVE || req.data.nr == SYS_EXECVEAT)
+}
+
 /// Reusable buffers for decoding; one per supervisor thread.
 #[derive(Debug)]
 pub(crate) struct Decoder {
@@ -111,6 +134,25 @@ impl Decoder {
             chunk: vec![0; CHUNK].into_boxed_slice(),
             ptr_bytes: Vec::with_capacity((MAX_ARGS + 1) * 8),
             pidfd_info: true,
+        }
+    }
+
+    /// Describe a denied call.
+    pub(crate) fn denial(&mut self, req: &libc::seccomp_notif) -> Denial {
+        let pid = req.pid as i32;
+        let name = if req.data.arch == NATIVE_AUDIT_ARCH {
+            libseccomp::ScmpSyscall::from_raw_syscall(req.data.nr)
+                .get_name()
+                .ok()
+        } else {
+            None
+        };
+        Denial {
+            pid,
+            ppid: if pid > 0 { self.ppid(pid) } else { None },
+            syscall: name.unwrap_or_else(|| format!("nr:{}", req.data.nr)),
+            args: req.data.args,
+            error: None,
         }
     }
 

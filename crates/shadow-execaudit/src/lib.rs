@@ -40,6 +40,14 @@
 //! directory (glibc's `execvp`) leaves one record per directory tried, all
 //! but the last failing with `ENOENT`.
 //!
+//! # Denials
+//!
+//! [`notify_denials`] turns a profile's `ERRNO(EPERM)` rules into `NOTIFY` rules. The
+//! supervisor answers every notification that is not an exec with EPERM — what the rule would
+//! have answered — and reports a [`Denial`] (who, which call, its arguments): the session log
+//! then holds every seccomp denial without the kernel audit subsystem (disabled on many hosts).
+//! If the supervisor is gone those calls fail with ENOSYS: still denied.
+//!
 //! # Fail-closed
 //!
 //! While the supervisor runs, every exec waits for it. Once it stops (or
@@ -52,6 +60,6 @@ mod decode;
 mod profile;
 mod supervisor;
 
-pub use decode::ExecEvent;
-pub use profile::{add_to, notify_rules, ProfileError, NOTIFIED_SYSCALLS};
-pub use supervisor::{Listener, Stats, Supervisor};
+pub use decode::{Denial, ExecEvent};
+pub use profile::{add_to, notify_denials, notify_rules, ProfileError, NOTIFIED_SYSCALLS};
+pub use supervisor::{Listener, Notice, Stats, Supervisor};

@@ -234,3 +234,57 @@ mod tests {
         }
     }
 }
+
+/// Route a profile's denials through the supervisor: every rule whose action is
+/// `SCMP_ACT_ERRNO` with EPERM becomes `SCMP_ACT_NOTIFY` (answered EPERM and reported, see the
+/// crate docs). Other errnos (e.g. ENOSYS for clone3, which makes libc fall back) stay as they
+/// are: they are not denials worth a record.
+pub fn notify_denials(seccomp: &mut LinuxSeccomp) {
+    let Some(rules) = seccomp.syscalls().clone() else {
+        return;
+    };
+    let rules = rules
+        .into_iter()
+        .map(|mut r| {
+            if r.action() == LinuxSeccompAction::ScmpActErrno
+                && r.errno_ret() == Some(libc::EPERM as u32)
+            {
+                r.set_action(LinuxSeccompAction::ScmpActNotify);
+                r.set_errno_ret(None);
+            }
+            r
+        })
+        .collect();
+    seccomp.set_syscalls(Some(rules));
+}
+
+#[cfg(test)]
+mod denial_tests {
+    use super::*;
+    use oci_spec::runtime::{LinuxSeccompBuilder, LinuxSyscallBuilder};
+
+    #[test]
+    fn eperm_rules_become_notify_and_others_stay() {
+        let rule = |name: &str, errno: u32| {
+            LinuxSyscallBuilder::default()
+                .names(vec![name.to_string()])
+                .action(LinuxSeccompAction::ScmpActErrno)
+                .errno_ret(errno)
+                .build()
+                .unwrap()
+        };
+        let mut s = LinuxSeccompBuilder::default()
+            .default_action(LinuxSeccompAction::ScmpActAllow)
+            .syscalls(vec![rule("mount", 1), rule("clone3", 38)])
+            .build()
+            .unwrap();
+        notify_denials(&mut s);
+        assert_eq!(
+            serde_json::to_value(s.syscalls()).unwrap(),
+            serde_json::json!([
+                {"names": ["mount"], "action": "SCMP_ACT_NOTIFY"},
+                {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38}
+            ])
+        );
+    }
+}

@@ -19,8 +19,17 @@ use nix::sys::socket::{
 use oci_spec::runtime::{ContainerProcessState, SECCOMP_FD_NAME};
 use serde::Serialize;
 
-use crate::decode::Decoder;
+use crate::decode::{Decoder, Denial};
 use crate::ExecEvent;
+
+/// What the supervisor saw: an exec it let through, or a call it denied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// An exec attempt (answered: continue).
+    Exec(ExecEvent),
+    /// A call a denying NOTIFY rule matched (answered: EPERM).
+    Denied(Denial),
+}
 
 /// The runtime's message is a few KiB (annotations included); anything far
 /// larger is not from the runtime.
@@ -107,9 +116,22 @@ impl Listener {
     /// notifications until every process using the filter is gone (the
     /// notify fd reports `POLLHUP`) or [`Supervisor::stop`] is called.
     /// Failures are reported by [`Supervisor::finish`].
-    pub fn spawn<F>(self, sink: F) -> io::Result<Supervisor>
+    pub fn spawn<F>(self, mut sink: F) -> io::Result<Supervisor>
     where
         F: FnMut(ExecEvent) + Send + 'static,
+    {
+        self.spawn_notices(move |n| {
+            if let Notice::Exec(e) = n {
+                sink(e)
+            }
+        })
+    }
+
+    /// [`Listener::spawn`], also reporting the calls denied through denying NOTIFY rules
+    /// ([`crate::notify_denials`]), which are answered EPERM before the sink sees them.
+    pub fn spawn_notices<F>(self, sink: F) -> io::Result<Supervisor>
+    where
+        F: FnMut(Notice) + Send + 'static,
     {
         // SAFETY: eventfd() takes no pointers; a non-negative result is a
         // new fd that nothing else owns.
@@ -158,8 +180,10 @@ impl Drop for Listener {
 /// Counters returned by [`Supervisor::finish`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
-    /// Notifications answered (= events given to the sink).
+    /// Exec notifications answered (= exec events given to the sink).
     pub execs: u64,
+    /// Denied calls answered EPERM.
+    pub denials: u64,
     /// Events with an `error`, plus a failed handshake or a fatal error of
     /// the notification loop.
     pub errors: u64,
@@ -227,7 +251,7 @@ impl Drop for Supervisor {
     }
 }
 
-fn run(listener: Listener, stop: &OwnedFd, mut sink: impl FnMut(ExecEvent)) -> Stats {
+fn run(listener: Listener, stop: &OwnedFd, mut sink: impl FnMut(Notice)) -> Stats {
     let mut stats = Stats::default();
     match handshake(listener, stop.as_fd()) {
         Ok(Some(notify)) => serve(notify.as_fd(), stop.as_fd(), &mut sink, &mut stats),
@@ -354,7 +378,7 @@ fn wait_readable(fd: BorrowedFd<'_>, stop: BorrowedFd<'_>) -> io::Result<bool> {
 fn serve(
     notify: BorrowedFd<'_>,
     stop: BorrowedFd<'_>,
-    sink: &mut impl FnMut(ExecEvent),
+    sink: &mut impl FnMut(Notice),
     stats: &mut Stats,
 ) {
     // Deliberately not SECCOMP_IOCTL_NOTIF_SET_FLAGS with
@@ -379,13 +403,18 @@ fn serve(
         let ready = fds[0].revents().unwrap_or(PollFlags::POLLNVAL);
         if ready.contains(PollFlags::POLLIN) {
             match receive(notify) {
+                Ok(Some(req)) if !crate::decode::is_exec(&req) => {
+                    let d = deny(notify, &req, &mut decoder);
+                    stats.denials += 1;
+                    sink(Notice::Denied(d));
+                }
                 Ok(Some(req)) => {
                     let ev = handle(notify, &req, &mut decoder);
                     stats.execs += 1;
                     if let Some(e) = &ev.error {
                         stats.error(|| format!("pid {}: {e}", ev.pid));
                     }
-                    sink(ev);
+                    sink(Notice::Exec(ev));
                 }
                 Ok(None) => {}
                 Err(e) => return stats.error(|| format!("SECCOMP_IOCTL_NOTIF_RECV: {e}")),
@@ -440,6 +469,48 @@ fn receive(notify: BorrowedFd<'_>) -> Result<Option<libc::seccomp_notif>, Errno>
     }
 }
 
+/// Any notification that is not an exec comes from a rule that denies (see
+/// [`crate::notify_denials`]): answer EPERM, as the rule's ERRNO action would have, and say
+/// who asked.
+fn deny(notify: BorrowedFd<'_>, req: &libc::seccomp_notif, decoder: &mut Decoder) -> Denial {
+    let mut resp = libc::seccomp_notif_resp {
+        id: req.id,
+        val: 0,
+        error: -libc::EPERM,
+        flags: 0,
+    };
+    // Answer first: a denial costs the caller nothing more than the round trip.
+    let sent = send(notify, &mut resp);
+    let mut d = decoder.denial(req);
+    if let Err(e) = sent {
+        if e != Errno::ENOENT {
+            d.error = Some(format!("SECCOMP_IOCTL_NOTIF_SEND: {e}"));
+        }
+    }
+    d
+}
+
+fn send(notify: BorrowedFd<'_>, resp: &mut libc::seccomp_notif_resp) -> Result<(), Errno> {
+    loop {
+        // SAFETY: NOTIF_SEND reads one `struct seccomp_notif_resp` from the
+        // pointer and keeps no reference to it.
+        let r = unsafe {
+            libc::ioctl(
+                notify.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                resp as *mut libc::seccomp_notif_resp,
+            )
+        };
+        match r {
+            0 => return Ok(()),
+            _ => match Errno::last() {
+                Errno::EINTR => continue,
+                e => return Err(e),
+            },
+        }
+    }
+}
+
 fn handle(notify: BorrowedFd<'_>, req: &libc::seccomp_notif, decoder: &mut Decoder) -> ExecEvent {
     let mut ev = decoder.decode(req);
     // After reading its memory: if the caller died meanwhile, its pid may
@@ -461,24 +532,7 @@ fn handle(notify: BorrowedFd<'_>, req: &libc::seccomp_notif, decoder: &mut Decod
         error: 0,
         flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
     };
-    let sent = loop {
-        // SAFETY: NOTIF_SEND reads one `struct seccomp_notif_resp` from the
-        // pointer and keeps no reference to it.
-        let r = unsafe {
-            libc::ioctl(
-                notify.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_SEND,
-                &mut resp as *mut libc::seccomp_notif_resp,
-            )
-        };
-        match r {
-            0 => break Ok(()),
-            _ => match Errno::last() {
-                Errno::EINTR => continue,
-                e => break Err(e),
-            },
-        }
-    };
+    let sent = send(notify, &mut resp);
     ev.id_valid = valid && sent.is_ok();
     match sent {
         // ENOENT: the caller is gone or was interrupted; nothing to answer.

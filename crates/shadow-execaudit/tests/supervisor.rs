@@ -187,6 +187,7 @@ fn records_execs_lets_them_run_and_ends_on_pollhup() {
         stats,
         Stats {
             execs: 3,
+            denials: 0,
             errors: 0,
             first_error: None
         },

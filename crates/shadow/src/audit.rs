@@ -25,36 +25,61 @@ pub fn record(ctx: &Context, id: &str, kind: &str, data: Value) {
     }
 }
 
-/// Writes the exec records the supervisor hands over, on its own thread: the supervisor's
-/// sink must not do file I/O (each exec in the sandbox waits for it).
+/// Denial records kept per syscall name; the rest are only counted (a program retrying a
+/// denied call in a loop must not flood the log).
+pub const DENIALS_PER_SYSCALL: u64 = 20;
+
+/// What an [`ExecWriter`] wrote.
+#[derive(Debug, Clone, Default)]
+pub struct Written {
+    /// `exec` records.
+    pub execs: u64,
+    /// Denials per syscall name (all of them, recorded or not).
+    pub denials: std::collections::BTreeMap<String, u64>,
+}
+
+/// Writes the exec and denial records the supervisor hands over, on its own thread: the
+/// supervisor's sink must not do file I/O (each exec in the sandbox waits for it).
 #[derive(Debug)]
 pub struct ExecWriter {
-    tx: Option<std::sync::mpsc::Sender<shadow_execaudit::ExecEvent>>,
-    thread: Option<std::thread::JoinHandle<u64>>,
+    tx: Option<std::sync::mpsc::Sender<shadow_execaudit::Notice>>,
+    thread: Option<std::thread::JoinHandle<Written>>,
 }
 
 impl ExecWriter {
     /// Start writing to the log of session `id`.
     pub fn start(ctx: &Context, id: &str) -> Result<ExecWriter, Failure> {
-        let (tx, rx) = std::sync::mpsc::channel::<shadow_execaudit::ExecEvent>();
+        let (tx, rx) = std::sync::mpsc::channel::<shadow_execaudit::Notice>();
         let log = log_path(ctx, id);
         let session = id.to_string();
         let thread =
             shadow_runtime_core::foreground::spawn_signals_blocked("shadow-execlog", move || {
-                let mut n = 0;
+                let mut w = Written::default();
                 let mut warned = false;
-                for e in rx {
-                    let data = serde_json::to_value(&e).unwrap_or_default();
-                    match shadow_audit::append(&log, &session, "exec", data) {
-                        Ok(_) => n += 1,
-                        Err(err) if !warned => {
+                for n in rx {
+                    let (kind, data) = match n {
+                        shadow_execaudit::Notice::Exec(e) => {
+                            w.execs += 1;
+                            ("exec", serde_json::to_value(&e))
+                        }
+                        shadow_execaudit::Notice::Denied(d) => {
+                            let c = w.denials.entry(d.syscall.clone()).or_default();
+                            *c += 1;
+                            if *c > DENIALS_PER_SYSCALL {
+                                continue;
+                            }
+                            ("denial", serde_json::to_value(DenialRecord::from(&d)))
+                        }
+                    };
+                    let data = data.unwrap_or_default();
+                    if let Err(err) = shadow_audit::append(&log, &session, kind, data) {
+                        if !warned {
                             warned = true;
                             eprintln!("shadow: audit log of session {session}: {err}");
                         }
-                        Err(_) => {}
                     }
                 }
-                n
+                w
             })
             .map_err(|e| Failure::new(format!("start the exec log writer: {e}")))?;
         Ok(ExecWriter {
@@ -64,7 +89,7 @@ impl ExecWriter {
     }
 
     /// The sink to give the supervisor.
-    pub fn sink(&self) -> impl FnMut(shadow_execaudit::ExecEvent) + Send + 'static {
+    pub fn sink(&self) -> impl FnMut(shadow_execaudit::Notice) + Send + 'static {
         let tx = self.tx.clone();
         move |e| {
             if let Some(tx) = &tx {
@@ -73,11 +98,47 @@ impl ExecWriter {
         }
     }
 
-    /// Wait until every record is written (after the supervisor is finished); the count.
-    pub fn finish(mut self) -> u64 {
+    /// Wait until every record is written (after the supervisor is finished).
+    pub fn finish(mut self) -> Written {
         drop(self.tx.take());
-        self.thread.take().and_then(|t| t.join().ok()).unwrap_or(0)
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
     }
+}
+
+#[derive(serde::Serialize)]
+struct DenialRecord<'a> {
+    mechanism: &'static str,
+    syscall: &'a str,
+    pid: i32,
+    ppid: Option<i32>,
+    args: [String; 6],
+    errno: &'static str,
+}
+
+impl<'a> From<&'a shadow_execaudit::Denial> for DenialRecord<'a> {
+    fn from(d: &'a shadow_execaudit::Denial) -> Self {
+        DenialRecord {
+            mechanism: "seccomp",
+            syscall: &d.syscall,
+            pid: d.pid,
+            ppid: d.ppid,
+            args: d.args.map(|a| format!("{a:#x}")),
+            errno: "EPERM",
+        }
+    }
+}
+
+/// Where Landlock denials could come from on this host: the kernel logs them (ABI 6+) only
+/// through the audit subsystem, which shadow does not switch on for the whole machine.
+pub fn landlock_denials_source() -> String {
+    let abi = shadow_landlock::kernel_abi();
+    if abi < 6 {
+        return format!("not reported by this kernel (Landlock ABI {abi} < 6)");
+    }
+    "not recorded: the kernel reports them only as audit records (type 1423), and shadow does not enable or read the system's audit log".into()
 }
 
 /// CPU time and peak RSS of the reaped children (the sandbox's processes are ours: shadow is
@@ -168,6 +229,13 @@ fn summary(r: &shadow_audit::Record) -> String {
                     .collect::<Vec<_>>()
                     .join(" "))
                 .unwrap_or_default()
+        ),
+        "denial" => format!(
+            "{} pid={} {} args={}",
+            d["mechanism"].as_str().unwrap_or("?"),
+            d["pid"],
+            d["syscall"].as_str().unwrap_or("?"),
+            d["args"]
         ),
         "net" => format!(
             "{} {} {}:{} status={} up={} down={} ({})",

@@ -257,6 +257,8 @@ pub fn run(o: &RunOptions) -> Outcome {
     let mut seccomp = shadow_profile::seccomp::build(&profile.seccomp.deny);
     if !o.no_exec_audit {
         let s = seccomp.get_or_insert_with(shadow_profile::seccomp::allow_default);
+        // The same supervisor answers the profile's denials (EPERM) and records them.
+        shadow_execaudit::notify_denials(s);
         shadow_execaudit::add_to(s, &exec_socket).map_err(|e| {
             remove_session(Failure::new(format!(
                 "exec audit: {e} (use --no-exec-audit)"
@@ -361,6 +363,12 @@ pub fn run(o: &RunOptions) -> Outcome {
             } else {
                 "seccomp user notification (execve, execveat)".into()
             },
+            // Where kernel denials come from: seccomp's through the same supervisor;
+            // Landlock's only exist as kernel audit records.
+            "denials": {
+                "seccomp": if o.no_exec_audit { "not recorded (--no-exec-audit)" } else { "seccomp user notification" },
+                "landlock": crate::audit::landlock_denials_source(),
+            },
         }),
     );
     let exec_audit = if o.no_exec_audit {
@@ -368,7 +376,7 @@ pub fn run(o: &RunOptions) -> Outcome {
     } else {
         let writer = crate::audit::ExecWriter::start(&ctx, &id).map_err(remove_session)?;
         let supervisor = shadow_execaudit::Listener::bind(&exec_socket)
-            .and_then(|l| l.spawn(writer.sink()))
+            .and_then(|l| l.spawn_notices(writer.sink()))
             .map_err(|e| remove_session(Failure::new(format!("exec audit: {e}"))))?;
         Some((supervisor, writer))
     };
@@ -409,9 +417,10 @@ pub fn run(o: &RunOptions) -> Outcome {
         let written = writer.finish();
         serde_json::json!({
             "execs": st.execs,
-            "recorded": written,
+            "recorded": written.execs,
             "errors": st.errors,
             "first_error": st.first_error,
+            "seccomp_denials": written.denials,
         })
     });
     let (state, code, err) = match &result {
