@@ -204,7 +204,7 @@ fn dry_run_prints_the_spec_with_seccomp_and_the_landlock_rules() {
     let p = Project::new("prof-dry");
     let o = p.ok(&["run", "--profile", "codex", "--dry-run", "--", "true"]);
     let spec: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
-    assert_eq!(spec["annotations"]["run.shadow.profile"], "codex");
+    assert_eq!(spec["annotations"]["run.shadow.profile-applied"], "codex");
     let ll: serde_json::Value =
         serde_json::from_str(spec["annotations"]["run.shadow.landlock"].as_str().unwrap()).unwrap();
     // 443 from the profile, 3128 for shadow's proxy (the profile allows hosts).

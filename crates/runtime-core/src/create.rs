@@ -31,6 +31,11 @@ pub struct CreateOptions {
     pub preserve_fds: i32,
     /// Run a minimal init as pid 1 with the process as its child (see `init_shim`).
     pub init_shim: bool,
+    /// The spec to run instead of `<bundle>/config.json` (which is still the recorded bundle):
+    /// a caller that rewrites the spec (shadow capture) passes the result here. It is validated
+    /// like a loaded one and always written to the effective bundle, so the spec that ran stays
+    /// inspectable.
+    pub spec: Option<oci_spec::runtime::Spec>,
 }
 
 /// Create the container. On any failure nothing is left behind: no state directory, no
@@ -56,7 +61,11 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
     }
 
     let config_path = bundle.join("config.json");
-    let spec = spec_load::load(&bundle)?;
+    let rewritten = o.spec.is_some();
+    let spec = match &o.spec {
+        Some(s) => s.clone(),
+        None => spec_load::load(&bundle)?,
+    };
     let rootfs = spec_load::validate(&spec, &bundle, &config_path)?;
     let terminal = spec
         .process()
@@ -85,8 +94,15 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
 
     let is_root = nix::unistd::geteuid().is_root();
     let rootless = crate::net::rootless();
-    let (eff, changed) =
+    let (mut eff, changed) =
         prepare::effective_spec(spec, &rootfs, &o.id, g.systemd_cgroup, is_root, rootless);
+    if rewritten {
+        // Written to the effective bundle too: its rootfs must then be absolute.
+        if let Some(r) = eff.root_mut() {
+            r.set_path(rootfs.clone());
+        }
+    }
+    let changed = changed || rewritten;
     let eff_dir = prepare::effective_bundle_dir(&root, &o.id);
     let lc_bundle = if changed {
         prepare::write_bundle(&eff_dir, &eff)?;

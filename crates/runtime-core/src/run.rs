@@ -52,7 +52,15 @@ pub fn run_outcome_with(
         });
     }
     foreground::set_subreaper()?;
-    let spec_terminal = crate::spec_load::load(&root::absolute(&o.create.bundle)?)?
+    let loaded;
+    let spec = match &o.create.spec {
+        Some(s) => s,
+        None => {
+            loaded = crate::spec_load::load(&root::absolute(&o.create.bundle)?)?;
+            &loaded
+        }
+    };
+    let spec_terminal = spec
         .process()
         .as_ref()
         .and_then(|p| p.terminal())

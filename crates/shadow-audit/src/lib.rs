@@ -87,7 +87,13 @@ fn io(path: &Path, e: std::io::Error) -> Error {
     Error(format!("{}: {e}", path.display()))
 }
 
-/// The head file of a log.
+/// The log of session `session` in the store at `store`: outside the session's directory, so
+/// a discarded session keeps its record.
+pub fn session_log(store: &Path, session: &str) -> PathBuf {
+    store.join("audit").join(format!("{session}.jsonl"))
+}
+
+/// The file holding the last record of `log` (see [`append`]).
 pub fn head_path(log: &Path) -> PathBuf {
     let mut s = log.as_os_str().to_owned();
     s.push(".head");

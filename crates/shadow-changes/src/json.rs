@@ -112,3 +112,14 @@ pub fn report(cs: &ChangeSet) -> JsonReport {
 pub fn render_json(cs: &ChangeSet) -> String {
     serde_json::to_string_pretty(&report(cs)).expect("report serialises")
 }
+
+/// The change summary an audit log keeps (paths, kinds, content hashes): what `shadow run` and
+/// shadow-runtime's capture of engine containers both record.
+pub fn audit_summary(cs: &ChangeSet) -> serde_json::Value {
+    let entries: Vec<serde_json::Value> = report(cs)
+        .entries
+        .iter()
+        .map(|e| serde_json::json!({"path": e.path, "kind": e.kind, "sha256": e.sha256}))
+        .collect();
+    serde_json::json!({"count": entries.len(), "files": entries})
+}

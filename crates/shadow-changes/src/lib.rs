@@ -38,7 +38,7 @@ pub use base::{record_base, BaseRecord, EntryState};
 pub use diff::{hunks, line_counts, render_change, render_diff, DiffOptions, Hunk};
 pub use error::{Error, Result};
 pub use journal::{recover, RecoverOutcome, CRASH_ENV};
-pub use json::{render_json, report, JsonEntry, JsonReport};
+pub use json::{audit_summary, render_json, report, JsonEntry, JsonReport};
 pub use model::{Change, ChangeKind, ChangeSet, Entry, FileType};
 pub use protected::{ProtectedRules, DEFAULT_PATTERNS};
 pub use rollback::{applied_ids, rollback, RollbackOptions, RollbackReport};

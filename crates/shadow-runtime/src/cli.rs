@@ -36,6 +36,18 @@ pub struct Cli {
     /// Print the version.
     #[arg(short = 'v', long)]
     pub version: bool,
+    /// shadow capture: the container path whose bind mount becomes a shadow session's overlay
+    /// (as the run.shadow.capture annotation; for engines without annotations, e.g. Docker's
+    /// daemon.json `runtimeArgs`).
+    #[arg(long = "shadow-capture", global = true, value_name = "PATH")]
+    pub shadow_capture: Option<String>,
+    /// shadow capture: the session store (default: the store of the user the runtime runs as).
+    #[arg(long = "shadow-store", global = true, value_name = "DIR")]
+    pub shadow_store: Option<PathBuf>,
+    /// shadow capture: an agent profile to apply (refused: not supported for engine containers
+    /// yet).
+    #[arg(long = "shadow-profile", global = true, value_name = "NAME")]
+    pub shadow_profile: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -57,6 +69,17 @@ impl Cli {
             systemd_cgroup: self.systemd_cgroup,
             rootless,
         })
+    }
+}
+
+impl Cli {
+    /// The capture flags.
+    pub fn capture_flags(&self) -> shadow_capture::Flags {
+        shadow_capture::Flags {
+            capture: self.shadow_capture.clone(),
+            store: self.shadow_store.clone(),
+            profile: self.shadow_profile.clone(),
+        }
     }
 }
 
@@ -189,6 +212,7 @@ impl CreateArgs {
             no_new_keyring: self.no_new_keyring,
             preserve_fds: self.preserve_fds,
             init_shim: false,
+            spec: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `shadow-runtime`: a runc-compatible OCI runtime. This file is only the command line: every
 //! command is a few lines over `shadow_runtime_core`.
 
+mod capture;
 mod cli;
 
 use std::io::Read;
@@ -57,7 +58,7 @@ fn main() -> ExitCode {
         Ok(g) => g,
         Err(e) => return fail(&cli, &e),
     };
-    match dispatch(&g, cmd) {
+    match dispatch(&g, &cli.capture_flags(), cmd) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => fail(&cli, &e),
     }
@@ -91,14 +92,14 @@ fn print_json<T: serde::Serialize>(v: &T) -> core::Result<()> {
     emit(&format!("{s}\n"))
 }
 
-fn dispatch(g: &core::Globals, cmd: Command) -> core::Result<i32> {
+fn dispatch(g: &core::Globals, flags: &shadow_capture::Flags, cmd: Command) -> core::Result<i32> {
     match cmd {
-        Command::Create(a) => core::create::create(g, &a.options()).map(|_| 0),
+        Command::Create(a) => capture::create(g, flags, &a.options()),
         Command::Start { id } => core::lifecycle::start(g, &id).map(|_| 0),
-        Command::Run(a) => core::run::run(g, &a.options()),
+        Command::Run(a) => capture::run(g, flags, &a.options()),
         Command::State { id } => print_json(&core::query::state(g, &id)?).map(|_| 0),
         Command::Kill { all, id, signal } => core::lifecycle::kill(g, &id, &signal, all).map(|_| 0),
-        Command::Delete { force, id } => core::lifecycle::delete(g, &id, force).map(|_| 0),
+        Command::Delete { force, id } => capture::delete(g, &id, force),
         Command::Pause { id } => core::lifecycle::pause(g, &id).map(|_| 0),
         Command::Resume { id } => core::lifecycle::resume(g, &id).map(|_| 0),
         Command::Exec(a) => core::exec::exec(g, &a.options()?),

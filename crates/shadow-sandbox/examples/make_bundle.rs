@@ -38,6 +38,7 @@ fn main() -> Result<()> {
         profile: "example".into(),
         limits,
         supervisor: None,
+        engine: None,
     })?;
     let host = hostview::probe_host_view()?;
     prepare_skeleton(&session.rootfs_dir(), &host)?;

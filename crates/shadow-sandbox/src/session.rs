@@ -207,6 +207,11 @@ pub struct SessionMeta {
     pub supervisor: Option<ProcessRef>,
     /// Resource limits the session ran with.
     pub limits: ResourceLimits,
+    /// Set when an engine (Docker, Podman, containerd) started the container and
+    /// shadow-runtime captured it: the engine's container id. Such a session is finished by
+    /// the runtime's `delete`, not by a shadow process (`supervisor` is the container's init).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 impl SessionMeta {
@@ -231,6 +236,8 @@ pub struct NewSession {
     pub limits: ResourceLimits,
     /// Supervisor; `None` means the calling process.
     pub supervisor: Option<ProcessRef>,
+    /// The engine's container id, for a captured engine container.
+    pub engine: Option<String>,
 }
 
 /// A session on disk.
@@ -444,6 +451,7 @@ impl Store {
                 upper: dir.join("upper"),
                 supervisor: Some(supervisor),
                 limits: new.limits,
+                engine: new.engine.clone(),
             };
             let build = || -> Result<()> {
                 mkdir_private(&tmp)?;

@@ -15,7 +15,7 @@ use crate::{Failure, Outcome};
 
 /// The log of session `id`.
 pub fn log_path(ctx: &Context, id: &str) -> PathBuf {
-    ctx.store.root().join("audit").join(format!("{id}.jsonl"))
+    shadow_audit::session_log(ctx.store.root(), id)
 }
 
 /// Appends a record; a failure is reported, not returned.
@@ -157,17 +157,6 @@ pub fn children_usage() -> Value {
         }
         Err(_) => Value::Null,
     }
-}
-
-/// The final change summary: paths, kinds, content hashes.
-pub fn changes_data(cs: &shadow_changes::ChangeSet) -> Value {
-    let r = shadow_changes::report(cs);
-    let entries: Vec<Value> = r
-        .entries
-        .iter()
-        .map(|e| json!({"path": e.path, "kind": e.kind, "sha256": e.sha256}))
-        .collect();
-    json!({"count": entries.len(), "files": entries})
 }
 
 /// The session whose log records apply `journal_id` (for `rollback`).

@@ -44,6 +44,11 @@ impl Context {
             if s.meta.state != shadow_sandbox::SessionState::Running || s.is_running() {
                 continue;
             }
+            // A captured engine container: its engine deletes it, and shadow-runtime's `delete`
+            // finishes the session. Its state lives in the engine's runtime root, not ours.
+            if s.meta.engine.is_some() {
+                continue;
+            }
             let id = s.id().to_string();
             if let Err(e) = shadow_runtime_core::lifecycle::delete_stale(&g, &id) {
                 eprintln!("shadow: cleaning up interrupted session {id}: {e}");

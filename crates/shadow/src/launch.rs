@@ -15,8 +15,9 @@ use crate::context::{resolve_project, Context};
 use crate::policy::Network;
 use crate::{Failure, Outcome};
 
-/// Annotation naming the profile a sandbox runs under.
-pub const PROFILE_ANNOTATION: &str = "run.shadow.profile";
+/// The profile the spec was built from (a record: its rules are already in the spec). Not
+/// `run.shadow.profile`, which asks shadow-runtime to apply one (see shadow-capture).
+pub const PROFILE_ANNOTATION: &str = "run.shadow.profile-applied";
 
 /// Exit status after `--timeout`, as timeout(1).
 pub const TIMEOUT_STATUS: i32 = 124;
@@ -218,6 +219,7 @@ pub fn run(o: &RunOptions) -> Outcome {
         profile: profile.name.clone(),
         limits,
         supervisor: Some(ProcessRef::current()?),
+        engine: None,
     })?;
     let id = session.id().to_string();
     let remove_session = |why: Failure| {
@@ -453,7 +455,7 @@ pub fn run(o: &RunOptions) -> Outcome {
     )?;
     let base = shadow_changes::record_base(&project, &changes)?;
     base.save(&session.dir.join("base.json"))?;
-    crate::audit::record(&ctx, &id, "changes", crate::audit::changes_data(&changes));
+    crate::audit::record(&ctx, &id, "changes", shadow_changes::audit_summary(&changes));
     if !o.keep_bundle {
         let _ = std::fs::remove_file(session.config_path());
     }

@@ -41,6 +41,7 @@ fn new(project: &Path) -> NewSession {
         profile: "default".into(),
         limits: ResourceLimits::default(),
         supervisor: None,
+        engine: None,
     }
 }
 
