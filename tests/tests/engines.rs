@@ -424,6 +424,47 @@ fn podman_runs_containers_with_shadow_runtime() {
         "{r}"
     );
 
+    // shadow capture by annotation; the store is a runtime flag.
+    let project = capture_project(&w);
+    let vol = format!("{}:/work", project.display());
+    let store = format!("shadow-store={}", w.p("store"));
+    let capture = |ann: &str, cmd: &[&str]| {
+        let mut a = vec![
+            "--runtime-flag",
+            &store,
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--annotation",
+            ann,
+            "-v",
+            &vol,
+            "localhost/bb:1",
+        ];
+        a.extend_from_slice(cmd);
+        pm(&a)
+    };
+    let r = capture("run.shadow.capture=/work", &["sh", "-c", CAPTURE_SCRIPT]).code(3);
+    assert_eq!(r.stdout.trim(), "hello", "{r}");
+    check_captured(&w, &project, None);
+    let r = capture("run.shadow.capture=work", &["true"]);
+    assert_ne!(r.code, Some(0), "{r}");
+    assert!(
+        r.stderr.contains(
+            "shadow capture: run.shadow.capture=\"work\": must be an absolute container path"
+        ),
+        "{r}"
+    );
+    let r = capture("run.shadow.profile=codex", &["true"]);
+    assert_ne!(r.code, Some(0), "{r}");
+    assert!(
+        r.stderr
+            .contains("shadow capture: agent profile \"codex\" requested"),
+        "{r}"
+    );
+    assert_eq!(session_count(&w), 0, "a refused capture left a session");
+
     let r = pm(&["ps", "-a", "-q"]).ok();
     assert_eq!(r.stdout.trim(), "", "containers left: {r}");
     w.finish_clean();
@@ -433,7 +474,6 @@ fn podman_runs_containers_with_shadow_runtime() {
 /// returns the client's `-H unix://…` arguments.
 fn start_dockerd(w: &mut World) -> Vec<String> {
     let conf = serde_json::json!({
-        "runtimes": {"shadow": {"path": runtime()}},
         "iptables": false,
         "ip-forward": false,
         "ip-masq": false,
@@ -445,6 +485,33 @@ fn start_dockerd(w: &mut World) -> Vec<String> {
         "hosts": [format!("unix://{}", w.p("docker.sock"))],
     });
     let conf_path = w.p("daemon.json");
+    fs::write(&conf_path, serde_json::to_vec_pretty(&conf).unwrap()).unwrap();
+    // The runtimes `shadow` and `shadow-capture` (capture by runtime name: Docker 20.10 has no
+    // --annotation) are registered by the installer, as on a real host.
+    let rt = runtime();
+    let store = w.p("store");
+    let r = run(
+        &workspace_dir()
+            .join("hack/install-runtime")
+            .to_string_lossy(),
+        &[
+            "--runtime",
+            rt.to_str().unwrap(),
+            "--docker",
+            &conf_path,
+            "--no-podman",
+            "--no-containerd",
+            "--store",
+            &store,
+        ],
+        &[],
+    )
+    .ok();
+    assert!(r.stdout.contains("updated"), "{r}");
+    let mut conf: serde_json::Value =
+        serde_json::from_slice(&fs::read(&conf_path).unwrap()).unwrap();
+    conf["runtimes"]["shadow-badarg"] =
+        serde_json::json!({"path": rt, "runtimeArgs": ["--shadow-capture=work"]});
     fs::write(&conf_path, serde_json::to_vec_pretty(&conf).unwrap()).unwrap();
     // The client reads nothing from the host's ~/.docker.
     w.env.push(("DOCKER_CONFIG".into(), w.p("client")));
@@ -573,9 +640,146 @@ fn docker_runs_containers_with_shadow_runtime() {
     dk(&["kill", &d2]).ok();
     dk(&["rm", "-f", &d2]).ok();
 
+    // shadow capture: the container's writes to its bind mount land in a shadow session, and
+    // the review workflow takes it from there.
+    let project = capture_project(&w);
+    let mut a = RUN.to_vec();
+    a[3] = "--runtime=shadow-capture";
+    let vol = format!("{}:/work", project.display());
+    a.extend(["-v", &vol, "bb:1", "sh", "-c", CAPTURE_SCRIPT]);
+    let r = dk(&a).code(3);
+    assert_eq!(r.stdout.trim(), "hello", "{r}");
+    check_captured(&w, &project, None);
+    // Requests the runtime cannot honour: the engine shows the runtime's own line.
+    let mut a = RUN.to_vec();
+    a[3] = "--runtime=shadow-badarg";
+    a.extend(["-v", &vol, "bb:1", "true"]);
+    let r = dk(&a);
+    assert_ne!(r.code, Some(0), "{r}");
+    assert!(
+        r.stderr.contains(
+            "shadow capture: --shadow-capture=\"work\": must be an absolute container path"
+        ),
+        "{r}"
+    );
+    let mut a = RUN.to_vec();
+    a[3] = "--runtime=shadow-capture";
+    a.extend(["bb:1", "true"]);
+    let r = dk(&a);
+    assert_ne!(r.code, Some(0), "{r}");
+    assert!(
+        r.stderr
+            .contains("shadow capture: capture /work: the container has no mount there"),
+        "{r}"
+    );
+    assert_eq!(session_count(&w), 0, "a refused capture left a session");
+
     let r = dk(&["ps", "-a", "-q"]).ok();
     assert_eq!(r.stdout.trim(), "", "containers left: {r}");
     w.finish_clean();
+}
+
+/// What a captured container does to its /work: read, add, change, remove.
+const CAPTURE_SCRIPT: &str =
+    "cat /work/a; echo new > /work/n; echo more >> /work/a; rm /work/gone; exit 3";
+
+/// A project for capture tests: `a` (hello) and `gone`.
+fn capture_project(w: &World) -> PathBuf {
+    let p = w.path.join("project");
+    fs::create_dir_all(&p).unwrap();
+    fs::write(p.join("a"), "hello\n").unwrap();
+    fs::write(p.join("gone"), "").unwrap();
+    p
+}
+
+/// `shadow ARGS` in `project` with the test's store.
+fn shadow_in(w: &World, project: &Path, args: &[&str]) -> Res {
+    let bin = shadow_integration_tests::shadow::shadow_bin();
+    let mut a = vec!["-C", project.to_str().unwrap(), bin.to_str().unwrap()];
+    a.extend_from_slice(args);
+    let store = w.p("store");
+    run("env", &a, &[("SHADOW_STORE", &store)])
+}
+
+fn session_count(w: &World) -> usize {
+    fs::read_dir(w.path.join("store/sessions"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// After [`CAPTURE_SCRIPT`] ran in a captured container: the project is untouched, the session
+/// shows the changes, its log and kept spec say what ran, and apply / rollback work. `exit`:
+/// the status the session recorded (known when the runtime ran in the foreground).
+#[track_caller]
+fn check_captured(w: &World, project: &Path, exit: Option<i64>) {
+    assert_eq!(fs::read_to_string(project.join("a")).unwrap(), "hello\n");
+    assert!(project.join("gone").exists() && !project.join("n").exists());
+    let r = shadow_in(w, project, &["diff", "--stat"]).ok();
+    for f in ["a ", "n ", "gone "] {
+        assert!(r.stdout.contains(f), "{f:?} missing: {r}");
+    }
+    let r = shadow_in(w, project, &["sessions", "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let s = v
+        .as_array()
+        .and_then(|a| a.last())
+        .expect("a session")
+        .clone();
+    assert_eq!(s["state"], "exited", "{s}");
+    assert_eq!(s["profile"], "engine", "{s}");
+    let id = s["id"].as_str().unwrap().to_string();
+    shadow_in(w, project, &["log", "--verify"]).ok();
+    let r = shadow_in(w, project, &["log", "--json"]).ok();
+    let recs: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = recs.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["session.start", "session.end", "changes"], "{r}");
+    assert_eq!(recs[0]["data"]["engine"]["capture"], "/work", "{r}");
+    assert_eq!(
+        recs[1]["data"]["exit_status"],
+        serde_json::json!(exit),
+        "{r}"
+    );
+    assert_eq!(recs[2]["data"]["count"], 3, "{r}");
+    // The spec as it ran: the bind became the session's overlay.
+    let spec: serde_json::Value = serde_json::from_slice(
+        &fs::read(
+            w.path
+                .join(format!("store/sessions/{id}/bundle/config.json")),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let m = spec["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["destination"].as_str().unwrap().trim_end_matches('/') == "/work")
+        .unwrap()
+        .clone();
+    assert_eq!(m["type"], "overlay", "{m}");
+    let lower = format!("lowerdir={}", fs::canonicalize(project).unwrap().display());
+    assert_eq!(m["options"][0], lower.as_str(), "{m}");
+    assert_eq!(spec["annotations"]["run.shadow.session"], id.as_str());
+
+    shadow_in(w, project, &["apply", "--all", "--yes"]).ok();
+    assert_eq!(
+        fs::read_to_string(project.join("a")).unwrap(),
+        "hello\nmore\n"
+    );
+    assert_eq!(fs::read_to_string(project.join("n")).unwrap(), "new\n");
+    assert!(!project.join("gone").exists());
+    shadow_in(w, project, &["apply", "--rollback", "--yes"]).ok();
+    assert_eq!(fs::read_to_string(project.join("a")).unwrap(), "hello\n");
+    assert!(project.join("gone").exists() && !project.join("n").exists());
+    shadow_in(w, project, &["discard", &id]).ok();
 }
 
 /// `sha256sum FILE` (hex).
@@ -700,9 +904,11 @@ fn containerd_runs_containers_with_shadow_runtime() {
     );
     let conf_path = w.p("config.toml");
     fs::write(&conf_path, conf).unwrap();
+    // The runtime inherits containerd's environment (through the shim): the capture store.
+    let store_env = format!("SHADOW_STORE={}", w.p("store"));
     let mut d = Daemon::spawn(
-        "containerd",
-        &["--config", &conf_path],
+        "env",
+        &[&store_env, "containerd", "--config", &conf_path],
         w.path.join("containerd.log"),
     );
     let ns = unique("shadow-itest");
@@ -736,6 +942,46 @@ fn containerd_runs_containers_with_shadow_runtime() {
     ])
     .code(4);
     assert_eq!(r.stdout.trim(), "hello-from-ctr", "{r}");
+
+    // shadow capture by annotation (as a Kubernetes pod annotation arrives through the CRI).
+    let project = capture_project(&w);
+    let mount = format!(
+        "type=bind,src={},dst=/work,options=rbind:rw",
+        project.display()
+    );
+    let capture = |ann: &str, id: &str, cmd: &[&str]| {
+        let mut a = vec![
+            "run",
+            "--rm",
+            "--runc-binary",
+            rt.to_str().unwrap(),
+            "--annotation",
+            ann,
+            "--mount",
+            &mount,
+            image,
+            id,
+        ];
+        a.extend_from_slice(cmd);
+        ctr(&a)
+    };
+    let r = capture(
+        "run.shadow.capture=/work",
+        &unique("c2"),
+        &["sh", "-c", CAPTURE_SCRIPT],
+    )
+    .code(3);
+    assert_eq!(r.stdout.trim(), "hello", "{r}");
+    check_captured(&w, &project, None);
+    let r = capture("run.shadow.capture=/nowhere", &unique("c3"), &["true"]);
+    assert_ne!(r.code, Some(0), "{r}");
+    assert!(
+        r.stderr
+            .contains("shadow capture: capture /nowhere: the container has no mount there"),
+        "{r}"
+    );
+    assert_eq!(session_count(&w), 0, "a refused capture left a session");
+
     let r = ctr(&["containers", "ls", "-q"]).ok();
     assert_eq!(r.stdout.trim(), "", "containers left: {r}");
     w.finish_clean();

@@ -148,12 +148,12 @@ fn limits_of(spec: &Spec) -> ResourceLimits {
         .and_then(|r| r.pids().as_ref())
         .and_then(|p| u64::try_from(p.limit()).ok())
         .filter(|p| *p > 0);
-    let cpus = res.and_then(|r| r.cpu().as_ref()).and_then(|c| {
-        match (c.quota(), c.period()) {
+    let cpus = res
+        .and_then(|r| r.cpu().as_ref())
+        .and_then(|c| match (c.quota(), c.period()) {
             (Some(q), Some(p)) if q > 0 && p > 0 => Some(q as f64 / p as f64),
             _ => None,
-        }
-    });
+        });
     ResourceLimits {
         memory_bytes,
         pids,
@@ -233,13 +233,12 @@ pub fn finish(
     let duration_ms = chrono::DateTime::parse_from_rfc3339(&session.meta.started_at)
         .ok()
         .map(|t| (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_milliseconds());
-    let scanned = shadow_changes::scan(&session.meta.project, &session.upper_dir()).and_then(
-        |changes| {
+    let scanned =
+        shadow_changes::scan(&session.meta.project, &session.upper_dir()).and_then(|changes| {
             let base = shadow_changes::record_base(&session.meta.project, &changes)?;
             base.save(&session.dir.join("base.json"))?;
             Ok(changes)
-        },
-    );
+        });
     let state = if scanned.is_ok() {
         SessionState::Exited
     } else {

@@ -219,6 +219,9 @@ mod tests {
             store: Some("rel".into()),
             ..Default::default()
         };
-        assert_eq!(err(request(None, &f)), "--shadow-store=rel: must be absolute");
+        assert_eq!(
+            err(request(None, &f)),
+            "--shadow-store=rel: must be absolute"
+        );
     }
 }

@@ -70,8 +70,8 @@ pub fn plan(spec: &Spec, req: &Request) -> Result<Plan, Error> {
     };
     let m = &mounts[index];
     let options = m.options().clone().unwrap_or_default();
-    let is_bind = m.typ().as_deref() == Some("bind")
-        || options.iter().any(|o| o == "bind" || o == "rbind");
+    let is_bind =
+        m.typ().as_deref() == Some("bind") || options.iter().any(|o| o == "bind" || o == "rbind");
     if !is_bind {
         return Err(Error(format!(
             "capture {dest}: the mount there is {}, not a bind mount of a host directory",

@@ -18,7 +18,9 @@ fn begin(flags: &Flags, o: &core::create::CreateOptions) -> core::Result<Option<
         return Ok(None);
     };
     core::id::validate(&o.id)?;
-    shadow_capture::begin(spec, &req, &o.id).map(Some).map_err(err)
+    shadow_capture::begin(spec, &req, &o.id)
+        .map(Some)
+        .map_err(err)
 }
 
 /// Keep the spec as it ran and log the start; on failure the container is removed again.

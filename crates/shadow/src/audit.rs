@@ -29,6 +29,9 @@ pub fn record(ctx: &Context, id: &str, kind: &str, data: Value) {
 /// denied call in a loop must not flood the log).
 pub const DENIALS_PER_SYSCALL: u64 = 20;
 
+/// Most records an [`ExecWriter`] writes under one lock.
+const MAX_BATCH: usize = 256;
+
 /// What an [`ExecWriter`] wrote.
 #[derive(Debug, Clone, Default)]
 pub struct Written {
@@ -56,23 +59,31 @@ impl ExecWriter {
             shadow_runtime_core::foreground::spawn_signals_blocked("shadow-execlog", move || {
                 let mut w = Written::default();
                 let mut warned = false;
-                for n in rx {
-                    let (kind, data) = match n {
-                        shadow_execaudit::Notice::Exec(e) => {
-                            w.execs += 1;
-                            ("exec", serde_json::to_value(&e))
-                        }
-                        shadow_execaudit::Notice::Denied(d) => {
-                            let c = w.denials.entry(d.syscall.clone()).or_default();
-                            *c += 1;
-                            if *c > DENIALS_PER_SYSCALL {
-                                continue;
+                // Drain what has queued up and write it as one batch (see append_batch): under
+                // a burst of execs the log costs one lock and one head update per batch.
+                while let Ok(first) = rx.recv() {
+                    let mut batch = Vec::new();
+                    for n in std::iter::once(first).chain(rx.try_iter().take(MAX_BATCH - 1)) {
+                        let (kind, data) = match n {
+                            shadow_execaudit::Notice::Exec(e) => {
+                                w.execs += 1;
+                                ("exec", serde_json::to_value(&e))
                             }
-                            ("denial", serde_json::to_value(DenialRecord::from(&d)))
-                        }
-                    };
-                    let data = data.unwrap_or_default();
-                    if let Err(err) = shadow_audit::append(&log, &session, kind, data) {
+                            shadow_execaudit::Notice::Denied(d) => {
+                                let c = w.denials.entry(d.syscall.clone()).or_default();
+                                *c += 1;
+                                if *c > DENIALS_PER_SYSCALL {
+                                    continue;
+                                }
+                                ("denial", serde_json::to_value(DenialRecord::from(&d)))
+                            }
+                        };
+                        batch.push((kind.to_string(), data.unwrap_or_default()));
+                    }
+                    if batch.is_empty() {
+                        continue;
+                    }
+                    if let Err(err) = shadow_audit::append_batch(&log, &session, batch) {
                         if !warned {
                             warned = true;
                             eprintln!("shadow: audit log of session {session}: {err}");

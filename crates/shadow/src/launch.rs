@@ -455,7 +455,12 @@ pub fn run(o: &RunOptions) -> Outcome {
     )?;
     let base = shadow_changes::record_base(&project, &changes)?;
     base.save(&session.dir.join("base.json"))?;
-    crate::audit::record(&ctx, &id, "changes", shadow_changes::audit_summary(&changes));
+    crate::audit::record(
+        &ctx,
+        &id,
+        "changes",
+        shadow_changes::audit_summary(&changes),
+    );
     if !o.keep_bundle {
         let _ = std::fs::remove_file(session.config_path());
     }
