@@ -16,8 +16,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::os::fd::AsFd;
+
 use shadow_integration_tests::{
-    mounts_under, processes_mentioning, require_root, runtime, unique, workspace_dir,
+    mounts_under, processes_mentioning, read_fd_until, require_root, runtime, spawn_on_pty, unique,
+    workspace_dir,
 };
 
 /// Bound of one engine command (passed to timeout(1)).
@@ -560,6 +563,30 @@ fn docker_runs_containers_with_shadow_runtime() {
     a.extend(["bb:1", "sh", "-c", "echo hello-from-docker; exit 5"]);
     let r = dk(&a).code(5);
     assert_eq!(r.stdout.trim(), "hello-from-docker", "{r}");
+
+    // `run -it` on a terminal: the container gets a pty (through the shim's console socket),
+    // its input is ours, its exit status comes back.
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-k", "5", TIMEOUT_SECS, "docker"]).args(&host);
+    cmd.args(RUN).args([
+        "-it",
+        "bb:1",
+        "sh",
+        "-c",
+        "tty; read x; echo got-$x; exit 6",
+    ]);
+    for (k, v) in &w.env {
+        cmd.env(k, v);
+    }
+    let (mut child, master) = spawn_on_pty(cmd, Some((24, 80)));
+    let tty = read_fd_until(master.as_fd(), "/dev/pts/", Duration::from_secs(30));
+    nix::unistd::write(&master, b"hello\r").unwrap();
+    let out = read_fd_until(master.as_fd(), "got-hello", Duration::from_secs(30));
+    let status = child.wait().unwrap();
+    let all = format!("{tty}{out}");
+    assert!(all.contains("/dev/pts/0"), "{all:?}");
+    assert!(all.contains("got-hello"), "{all:?}");
+    assert_eq!(status.code(), Some(6), "{out:?}");
 
     // Detached container: exec, top, pause/unpause, update, stop, rm.
     let d1 = unique("d1");
