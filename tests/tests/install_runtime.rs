@@ -145,14 +145,14 @@ fn installer_registers_with_all_three_engines_idempotently() {
         "--runtime",
         &rt,
         "--docker",
-        &p("new.json"),
+        &p("newdir/new.json"),
         "--no-podman",
         "--no-containerd",
         "--dry-run",
     ]);
     assert_eq!(code, 0);
     assert!(
-        out.contains("dry run") && !dir.path().join("new.json").exists(),
+        out.contains("dry run") && !dir.path().join("newdir").exists(),
         "{out}"
     );
 }

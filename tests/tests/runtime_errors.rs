@@ -137,12 +137,37 @@ fn unknown_id_does_not_exist() {
 
 #[test]
 fn duplicate_id_fails_and_first_container_is_untouched() {
-    let ctx = Ctx::new("dup", &["sleep", "60"]);
+    let mut ctx = Ctx::new("dup", &["sleep", "60"]);
     let id = ctx.id("c");
     ctx.ok(&["create", &id]);
     let before = ctx.state(&id);
     expect_error(&ctx, &["create", &id], &["already exists"]);
     expect_error(&ctx, &["run", "--detach", &id], &["already exists"]);
+    // The same with shadow capture: its failed create must not clean up someone else's
+    // container, and leaves no session behind.
+    let project = ctx.dir().join("project");
+    fs::create_dir(&project).unwrap();
+    ctx.spec["mounts"].as_array_mut().unwrap().push(json!({
+        "destination": "/work", "type": "bind",
+        "source": project, "options": ["rbind", "rw"],
+    }));
+    ctx.spec["annotations"] = json!({"run.shadow.capture": "/work"});
+    ctx.write_spec();
+    let store = ctx.dir().join("store");
+    let store_flag = format!("--shadow-store={}", store.display());
+    expect_error(&ctx, &[&store_flag, "create", &id], &["already exists"]);
+    expect_error(
+        &ctx,
+        &[&store_flag, "run", "--detach", &id],
+        &["already exists"],
+    );
+    expect_error(&ctx, &[&store_flag, "run", &id], &["already exists"]);
+    let sessions: Vec<_> = fs::read_dir(store.join("sessions"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(sessions.is_empty(), "sessions left: {sessions:?}");
     let after = ctx.state(&id);
     assert_eq!(before, after);
     // The first container still works.

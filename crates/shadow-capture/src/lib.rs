@@ -100,12 +100,15 @@ pub fn begin(spec: Spec, req: &Request, container: &str) -> Result<Capture, Erro
     }
     let store = open_store(req.store.as_deref())?;
     // Threat: a container capturing the store (or a directory holding it) would see, and
-    // through its upper layer shape, every session's captured changes.
-    if project.starts_with(store.root()) || store.root().starts_with(&project) {
+    // through its upper layer shape, every session's captured changes. Compared canonical:
+    // the project is, and a store reached through a symlink must not slip past.
+    let store_root =
+        std::fs::canonicalize(store.root()).unwrap_or_else(|_| store.root().to_path_buf());
+    if project.starts_with(&store_root) || store_root.starts_with(&project) {
         return Err(Error(format!(
             "capture {dest}: bind source {} overlaps the session store {}",
             project.display(),
-            store.root().display()
+            store_root.display()
         )));
     }
     let command = spec
@@ -162,11 +165,6 @@ fn limits_of(spec: &Spec) -> ResourceLimits {
 }
 
 impl Capture {
-    /// The id of the session.
-    pub fn id(&self) -> &str {
-        self.session.id()
-    }
-
     /// The container exists (its init is `init_pid`) and `effective` is the spec it was created
     /// from: keep that spec in the session, make the init the session's supervisor (the session
     /// is running while it lives) and log `session.start`.
@@ -262,4 +260,49 @@ pub fn finish(
     let changes = scanned?;
     record("changes", shadow_changes::audit_summary(&changes))?;
     Ok(Some(id.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec_binding(source: &Path) -> Spec {
+        serde_json::from_value(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "root": {"path": "rootfs"},
+            "process": {"args": ["sh"], "cwd": "/", "user": {"uid": 0, "gid": 0}},
+            "mounts": [{"destination": "/work", "type": "bind", "source": source, "options": ["rbind"]}],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_store_reached_through_a_symlink_cannot_be_captured() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("real-store");
+        std::fs::create_dir_all(real.join("sessions")).unwrap();
+        let link = d.path().join("store-link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let req = Request {
+            destination: "/work".into(),
+            store: Some(link.clone()),
+        };
+        for source in [real.join("sessions"), d.path().to_path_buf()] {
+            let e = begin(spec_binding(&source), &req, "c1").unwrap_err();
+            assert!(e.0.contains("overlaps the session store"), "{e}");
+        }
+        // Nothing was created in the store.
+        assert_eq!(std::fs::read_dir(real.join("sessions")).unwrap().count(), 0);
+        // A project beside the store is fine: the session exists, the spec has the overlay.
+        let project = d.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        let cap = begin(spec_binding(&project), &req, "c1").unwrap();
+        assert_eq!(cap.session.meta.engine.as_deref(), Some("c1"));
+        assert_eq!(
+            cap.spec.mounts().as_ref().unwrap()[0].typ().as_deref(),
+            Some("overlay")
+        );
+        cap.abort();
+        assert_eq!(std::fs::read_dir(real.join("sessions")).unwrap().count(), 0);
+    }
 }

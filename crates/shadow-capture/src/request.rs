@@ -57,14 +57,6 @@ pub fn request(
             )));
         }
     }
-    let profile = match (ann.get(PROFILE_ANNOTATION), &flags.profile) {
-        (Some(a), Some(f)) if a != f => {
-            return Err(Error(format!(
-                "annotation {PROFILE_ANNOTATION}={a:?} and --shadow-profile={f:?} disagree"
-            )))
-        }
-        (a, f) => a.or(f.as_ref()),
-    };
     let capture = match (ann.get(CAPTURE_ANNOTATION), &flags.capture) {
         (Some(a), Some(f)) if normalise(a) != normalise(f) => {
             return Err(Error(format!(
@@ -75,7 +67,7 @@ pub fn request(
         (None, Some(f)) => Some(("--shadow-capture".to_string(), f)),
         (None, None) => None,
     };
-    if let Some(p) = profile {
+    if let Some(p) = ann.get(PROFILE_ANNOTATION).or(flags.profile.as_ref()) {
         // Fail closed: a profile asked for and not applied would be a protection silently
         // missing. Landlock alone can be had today through the run.shadow.landlock annotation.
         return Err(Error(format!(

@@ -37,32 +37,49 @@ pub fn create(
     flags: &Flags,
     o: &core::create::CreateOptions,
 ) -> core::Result<i32> {
+    create_capturing(g, flags, o).map(|_| 0)
+}
+
+/// `create`, returning the capture (if any) of the container now created.
+fn create_capturing(
+    g: &core::Globals,
+    flags: &Flags,
+    o: &core::create::CreateOptions,
+) -> core::Result<Option<Capture>> {
     let Some(cap) = begin(flags, o)? else {
-        return core::create::create(g, o).map(|_| 0);
+        return core::create::create(g, o).map(|_| None);
     };
     let mut o = o.clone();
     o.spec = Some(cap.spec.clone());
-    let result = core::create::create(g, &o)
-        .and_then(|c| started(g, &cap, &o.id, c.pid().map(|p| p.as_raw())));
-    match result {
-        Ok(()) => Ok(0),
+    let c = match core::create::create(g, &o) {
+        Ok(c) => c,
         Err(e) => {
-            let _ = core::lifecycle::delete(g, &o.id, true);
+            // Nothing of ours to delete: create cleans up after itself, and an id that already
+            // exists names someone else's container.
             cap.abort();
-            Err(e)
+            return Err(e);
         }
+    };
+    if let Err(e) = started(g, &cap, &o.id, c.pid().map(|p| p.as_raw())) {
+        let _ = core::lifecycle::delete(g, &o.id, true);
+        cap.abort();
+        return Err(e);
     }
+    Ok(Some(cap))
 }
 
 /// `run`: in the foreground the session ends with the container, exit status known.
 pub fn run(g: &core::Globals, flags: &Flags, o: &core::run::RunOptions) -> core::Result<i32> {
     if o.detach {
         // Detached: create (capturing if asked) and start; `delete` ends the session.
-        create(g, flags, &o.create)?;
+        let cap = create_capturing(g, flags, &o.create)?;
         return match core::lifecycle::start(g, &o.create.id) {
             Ok(()) => Ok(0),
             Err(e) => {
-                let _ = delete(g, &o.create.id, true);
+                let _ = core::lifecycle::delete(g, &o.create.id, true);
+                if let Some(cap) = cap {
+                    cap.abort();
+                }
                 Err(e)
             }
         };
@@ -73,20 +90,30 @@ pub fn run(g: &core::Globals, flags: &Flags, o: &core::run::RunOptions) -> core:
     let mut o = o.clone();
     o.create.spec = Some(cap.spec.clone());
     let id = o.create.id.clone();
-    let exit = match core::run::run_outcome_with(g, &o, &mut |pid| {
-        started(g, &cap, &id, Some(pid.as_raw()))
-    }) {
-        Ok(e) => e,
+    let annotations = cap.spec.annotations().clone().unwrap_or_default();
+    let mut was_started = false;
+    let result = core::run::run_outcome_with(g, &o, &mut |pid| {
+        started(g, &cap, &id, Some(pid.as_raw()))?;
+        was_started = true;
+        Ok(())
+    });
+    match result {
+        Ok(exit) => {
+            if !o.keep {
+                shadow_capture::finish(&annotations, Some(exit.code)).map_err(err)?;
+            }
+            Ok(exit.code)
+        }
+        // The container ran: what it changed is kept for review, never thrown away.
+        Err(e) if was_started => {
+            let _ = shadow_capture::finish(&annotations, None);
+            Err(e)
+        }
         Err(e) => {
             cap.abort();
-            return Err(e);
+            Err(e)
         }
-    };
-    if !o.keep {
-        let annotations = cap.spec.annotations().clone().unwrap_or_default();
-        shadow_capture::finish(&annotations, Some(exit.code)).map_err(err)?;
     }
-    Ok(exit.code)
 }
 
 /// `delete`: a captured container's session ends with it.
