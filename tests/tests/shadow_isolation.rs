@@ -248,11 +248,14 @@ fn host_loopback_is_unreachable_without_allow_network() {
 #[test]
 fn loopback_inside_is_up_and_usable() {
     let p = Project::new("iso-lo");
+    // The server's stdin stays open (busybox nc can stop at its stdin's EOF before it has read
+    // the peer), and both sides wait by polling, not by a fixed sleep (load made that flaky).
     let out = p.run(
         "grep -c : /proc/net/dev; grep -o 'lo:' /proc/net/dev; \
          busybox ip link show lo | grep -o 'UP' | head -1; \
-         busybox nc -l -p 4567 > /tmp/got & sleep 0.3; \
-         echo ping-inside | busybox nc -w 2 127.0.0.1 4567; sleep 0.3; cat /tmp/got",
+         sleep 5 | busybox nc -l -p 4567 > /tmp/got & \
+         for i in $(seq 100); do echo ping-inside | busybox nc -w 2 127.0.0.1 4567 2>/dev/null && break; sleep 0.05; done; \
+         for i in $(seq 100); do [ -s /tmp/got ] && break; sleep 0.05; done; cat /tmp/got",
     );
     assert_eq!(out.code(), Some(0), "{out}");
     assert_eq!(
