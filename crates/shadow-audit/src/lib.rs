@@ -137,6 +137,21 @@ pub fn append_batch(
     session: &str,
     items: Vec<(String, Value)>,
 ) -> Result<Vec<Record>, Error> {
+    let now = std::time::SystemTime::now();
+    append_batch_at(
+        path,
+        session,
+        items.into_iter().map(|(k, d)| (k, d, now)).collect(),
+    )
+}
+
+/// As [`append_batch`], each record stamped with the time it happened rather than the time it
+/// is written (a writer that collects a burst first must not make its records look later).
+pub fn append_batch_at(
+    path: &Path,
+    session: &str,
+    items: Vec<(String, Value, std::time::SystemTime)>,
+) -> Result<Vec<Record>, Error> {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
     }
@@ -158,10 +173,11 @@ pub fn append_batch(
     };
     let mut out = Vec::with_capacity(items.len());
     let mut buf = String::new();
-    for (kind, data) in items {
+    for (kind, data, at) in items {
         let mut rec = Record {
             seq,
-            time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            time: chrono::DateTime::<chrono::Utc>::from(at)
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             session: session.to_string(),
             kind,
             data,
@@ -288,6 +304,21 @@ mod tests {
         assert_eq!(verify(&p).unwrap(), 6);
         let head = std::fs::read_to_string(head_path(&p)).unwrap();
         assert!(head.starts_with("5 "), "{head}");
+    }
+
+    #[test]
+    fn timed_batches_keep_each_records_time() {
+        let (_d, p) = log_with(0);
+        let t0 = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_796_000_000_123);
+        let t1 = t0 + std::time::Duration::from_millis(40);
+        let items = vec![
+            ("exec".to_string(), json!({}), t0),
+            ("exec".to_string(), json!({}), t1),
+        ];
+        let recs = append_batch_at(&p, "s1", items).unwrap();
+        assert_eq!(recs[0].time, "2026-11-30T00:53:20.123Z");
+        assert_eq!(recs[1].time, "2026-11-30T00:53:20.163Z");
+        assert_eq!(verify(&p).unwrap(), 2);
     }
 
     #[test]

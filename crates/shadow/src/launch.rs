@@ -422,7 +422,7 @@ pub fn run(o: &RunOptions) -> Outcome {
             "recorded": written.execs,
             "errors": st.errors,
             "first_error": st.first_error,
-            "seccomp_denials": written.denials,
+            "seccomp_denials": crate::audit::denials_of(&written, "seccomp"),
         })
     });
     let (state, code, err) = match &result {
