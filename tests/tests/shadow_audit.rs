@@ -201,3 +201,99 @@ fn seccomp_denials_are_logged_and_still_denied() {
     assert_eq!(end["data"]["exec"]["seccomp_denials"]["mount"], 1);
     assert_eq!(end["data"]["exec"]["seccomp_denials"]["unshare"], 1);
 }
+
+/// Kernel audit on for the duration of a test, as it was after. Machine-wide: only
+/// `landlock_denials_come_from_kernel_audit` touches it.
+struct AuditOn {
+    restore_off: bool,
+}
+
+impl AuditOn {
+    fn new() -> AuditOn {
+        let st = shadow_kaudit::netlink::status().expect("audit status (tests run as root)");
+        if st.enabled == 0 {
+            shadow_kaudit::netlink::set_enabled(true).expect("switch kernel audit on");
+        }
+        AuditOn {
+            restore_off: st.enabled == 0,
+        }
+    }
+}
+
+impl Drop for AuditOn {
+    fn drop(&mut self) {
+        if self.restore_off {
+            let _ = shadow_kaudit::netlink::set_enabled(false);
+        }
+    }
+}
+
+fn landlock_denials(r: &[Value]) -> Vec<&Value> {
+    r.iter()
+        .filter(|x| x["kind"] == "denial" && x["data"]["mechanism"] == "landlock")
+        .map(|x| &x["data"])
+        .collect()
+}
+
+#[test]
+fn landlock_denials_come_from_kernel_audit() {
+    shadow_integration_tests::require_root();
+    let initially_on = shadow_kaudit::netlink::status().unwrap().enabled != 0;
+    let p = Project::new("audit-landlock");
+    if !initially_on {
+        // Audit off: the denial still happens, the log says why it has no record of it.
+        let id = p.session("cat /etc/shadow 2>/dev/null; true");
+        let r = records(&p, &id);
+        let why = r[0]["data"]["denials"]["landlock"].as_str().unwrap();
+        assert!(why.contains("kernel audit is off"), "{why}");
+        assert!(landlock_denials(&r).is_empty());
+        assert_eq!(r[1]["data"]["landlock"], Value::Null);
+    }
+    let _audit = AuditOn::new();
+    // Two sandboxes at once, each denied a different file: each log holds its own denial only.
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| p.run("cat /etc/shadow; sleep 1; echo a"));
+        let b = s.spawn(|| p.run("sleep 0.2; cat /etc/gshadow; sleep 1; echo b"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(a.stderr.contains("/etc/shadow: Permission denied"), "{a}");
+    assert!(b.stderr.contains("/etc/gshadow: Permission denied"), "{b}");
+    assert_eq!((a.stdout.as_str(), b.stdout.as_str()), ("a\n", "b\n"));
+    let mut seen = Vec::new();
+    for id in p.session_ids() {
+        let r = records(&p, &id);
+        if r[0]["data"]["command"][2]
+            .as_str()
+            .unwrap()
+            .contains("; true")
+        {
+            continue; // the audit-off session above
+        }
+        assert_eq!(
+            r[0]["data"]["denials"]["landlock"].as_str().unwrap(),
+            "kernel audit records (LANDLOCK_ACCESS), read from the NETLINK_AUDIT read-only multicast group"
+        );
+        let d = landlock_denials(&r);
+        assert_eq!(d.len(), 1, "{id}: {d:?}");
+        let d = d[0];
+        assert_eq!(d["blockers"], serde_json::json!(["fs.read_file"]));
+        assert_eq!(d["syscall"], "openat");
+        assert_eq!(d["exit"], -13);
+        assert_eq!(d["comm"], "cat");
+        // The denied process is the `cat` the exec records name.
+        let cat = execs(&r)
+            .into_iter()
+            .find(|e| e["argv"][0] == "cat")
+            .unwrap();
+        assert_eq!(d["pid"], cat["pid"]);
+        let end = r.iter().find(|x| x["kind"] == "session.end").unwrap();
+        assert_eq!(end["data"]["landlock"]["read_to_end"], true, "{end}");
+        assert_eq!(end["data"]["landlock"]["denials"]["fs.read_file"], 1);
+        p.ok(&["log", &id, "--verify"]);
+        let text = p.ok(&["log", &id]).stdout;
+        assert!(text.contains("landlock pid="), "{text}");
+        seen.push(d["object"]["path"].as_str().unwrap().to_string());
+    }
+    seen.sort();
+    assert_eq!(seen, ["/etc/gshadow", "/etc/shadow"]);
+}

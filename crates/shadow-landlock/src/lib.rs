@@ -334,6 +334,13 @@ pub fn enforce(policy: &Policy) -> Result<(), Error> {
             .add_rule(NetPort::new(*port, AccessNet::BindTcp))
             .map_err(|x| e("tcp bind rule", &x))?;
     }
+    // Denials after the payload's exec are what the session log wants (the kernel logs, by
+    // default, only those of the executable that created the domain, i.e. the runtime). This
+    // is logging, not protection: on ABI < 7 the flag is dropped (the ruleset is best effort
+    // for flags; check_kernel above already refused what cannot be enforced).
+    created = created
+        .log_new_exec(true)
+        .map_err(|x| e("log denials after exec", &x))?;
     let status = created
         .restrict_self()
         .map_err(|x| e("restrict self", &x))?;

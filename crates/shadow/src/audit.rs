@@ -203,14 +203,30 @@ impl<'a> From<&'a shadow_execaudit::Denial> for DenialRecord<'a> {
     }
 }
 
-/// Where Landlock denials could come from on this host: the kernel logs them (ABI 6+) only
-/// through the audit subsystem, which shadow does not switch on for the whole machine.
-pub fn landlock_denials_source() -> String {
-    let abi = shadow_landlock::kernel_abi();
-    if abi < 6 {
-        return format!("not reported by this kernel (Landlock ABI {abi} < 6)");
-    }
-    "not recorded: the kernel reports them only as audit records (type 1423), and shadow does not enable or read the system's audit log".into()
+/// Where a session's Landlock denials come from when they are recorded.
+pub const LANDLOCK_SOURCE: &str =
+    "kernel audit records (LANDLOCK_ACCESS), read from the NETLINK_AUDIT read-only multicast group";
+
+/// Starts reading the kernel's Landlock denial records into the log behind `writer`, or says
+/// why this host cannot (audit off, rootless, old kernel): see the shadow-kaudit crate.
+pub fn watch_landlock(
+    id: &str,
+    writer: &ExecWriter,
+) -> Result<shadow_kaudit::Watch, shadow_kaudit::Unavailable> {
+    let mut records = writer.records();
+    shadow_kaudit::Watch::start(
+        shadow_landlock::kernel_abi(),
+        id,
+        |body| shadow_runtime_core::foreground::spawn_signals_blocked("shadow-kaudit", body),
+        move |d: shadow_kaudit::Denial| {
+            let key = format!("landlock:{}", d.blockers.join(","));
+            records(
+                "denial",
+                serde_json::to_value(&d).unwrap_or_default(),
+                Some(key),
+            );
+        },
+    )
 }
 
 /// CPU time and peak RSS of the reaped children (the sandbox's processes are ours: shadow is
@@ -287,6 +303,27 @@ fn summary(r: &shadow_audit::Record) -> String {
                 .map(|a| a
                     .iter()
                     .map(|x| x.as_str().unwrap_or("?"))
+                    .collect::<Vec<_>>()
+                    .join(" "))
+                .unwrap_or_default()
+        ),
+        "denial" if d["mechanism"] == "landlock" => format!(
+            "landlock pid={} {} {} {}",
+            d["pid"],
+            d["syscall"].as_str().unwrap_or("?"),
+            d["blockers"]
+                .as_array()
+                .map(|b| b
+                    .iter()
+                    .map(|x| x.as_str().unwrap_or("?"))
+                    .collect::<Vec<_>>()
+                    .join(","))
+                .unwrap_or_default(),
+            d["object"]
+                .as_object()
+                .map(|o| o
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("?")))
                     .collect::<Vec<_>>()
                     .join(" "))
                 .unwrap_or_default()

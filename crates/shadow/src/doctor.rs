@@ -383,6 +383,30 @@ pub fn landlock_check(abi: i64, errno: i32) -> Check {
     )
 }
 
+/// Whether Landlock denials reach the session log (see the shadow-kaudit crate). Only a warning:
+/// the rules are enforced either way; what is missing is the record of each denial.
+pub fn landlock_audit_check(r: Result<(), shadow_kaudit::Unavailable>) -> Check {
+    const NAME: &str = "landlock.audit";
+    match r {
+        Ok(()) => Check::ok(
+            NAME,
+            "kernel audit is on: Landlock denials are recorded in session logs",
+        ),
+        Err(why) => {
+            let fix = if why.0.contains("audit is off") {
+                "`auditctl -e 1` (Debian package auditd), or run auditd; shadow does not switch machine-wide audit on itself"
+            } else if why.0.contains("needs root") {
+                "run shadow as root to record Landlock denials (they are enforced either way)"
+            } else if why.0.contains("Landlock ABI") {
+                "use Linux ≥ 6.15 (Landlock ABI 7 reports denials)"
+            } else {
+                "check that the kernel is built with CONFIG_AUDIT=y"
+            };
+            Check::warn(NAME, format!("Landlock denials are {why}"), fix)
+        }
+    }
+}
+
 /// Seccomp filters: the `Seccomp:` field of `/proc/self/status` and `prctl(PR_GET_SECCOMP)`
 /// (`Err(errno)`).
 pub fn seccomp_check(status_field: Option<&str>, prctl: Result<i32, i32>) -> Check {
@@ -1048,6 +1072,7 @@ pub fn run_checks() -> Result<Vec<Check>, Failure> {
 
     let (abi, ll_errno) = probe_landlock();
     checks.push(landlock_check(abi, ll_errno));
+    checks.push(landlock_audit_check(shadow_kaudit::check(abi)));
     let (field, prctl) = probe_seccomp();
     checks.push(seccomp_check(field.as_deref(), prctl));
     checks.push(seccomp_notify_check(probe_seccomp_notify()));
@@ -1176,6 +1201,22 @@ mod tests {
             .fix
             .unwrap()
             .contains("5.13"));
+        assert_eq!(landlock_audit_check(Ok(())).status, Status::Ok);
+        let off = landlock_audit_check(Err(shadow_kaudit::Unavailable(
+            "not recorded: kernel audit is off (audit_enabled=0; …)".into(),
+        )));
+        assert_eq!(off.status, Status::Warn);
+        assert_eq!(
+            off.detail,
+            "Landlock denials are not recorded: kernel audit is off (audit_enabled=0; …)"
+        );
+        assert!(off.fix.unwrap().contains("auditctl -e 1"));
+        let old = landlock_audit_check(shadow_kaudit::check(6));
+        assert_eq!(
+            old.detail,
+            "Landlock denials are not reported by this kernel (Landlock ABI 6 < 7)"
+        );
+        assert!(old.fix.unwrap().contains("6.15"));
         assert_eq!(seccomp_check(Some("0"), Ok(0)).status, Status::Ok);
         assert!(seccomp_check(Some("2"), Ok(2)).detail.contains("already"));
         assert_eq!(seccomp_check(None, Err(libc::EINVAL)).status, Status::Fail);

@@ -344,6 +344,10 @@ pub fn run(o: &RunOptions) -> Outcome {
     .map_err(|e| remove_session(e.into()))?;
 
     let started = std::time::Instant::now();
+    // The log writer, and the reader of the kernel's Landlock denial records, start before the
+    // sandbox so that nothing it does is missed.
+    let writer = crate::audit::ExecWriter::start(&ctx, &id).map_err(remove_session)?;
+    let landlock_watch = crate::audit::watch_landlock(&id, &writer);
     crate::audit::record(
         &ctx,
         &id,
@@ -369,18 +373,20 @@ pub fn run(o: &RunOptions) -> Outcome {
             // Landlock's only exist as kernel audit records.
             "denials": {
                 "seccomp": if o.no_exec_audit { "not recorded (--no-exec-audit)" } else { "seccomp user notification" },
-                "landlock": crate::audit::landlock_denials_source(),
+                "landlock": match &landlock_watch {
+                    Ok(_) => crate::audit::LANDLOCK_SOURCE.to_string(),
+                    Err(why) => why.to_string(),
+                },
             },
         }),
     );
     let exec_audit = if o.no_exec_audit {
         None
     } else {
-        let writer = crate::audit::ExecWriter::start(&ctx, &id).map_err(remove_session)?;
         let supervisor = shadow_execaudit::Listener::bind(&exec_socket)
             .and_then(|l| l.spawn_notices(writer.sink()))
             .map_err(|e| remove_session(Failure::new(format!("exec audit: {e}"))))?;
-        Some((supervisor, writer))
+        Some(supervisor)
     };
     let g = rt::Globals {
         root: ctx.runtime_root(),
@@ -391,7 +397,10 @@ pub fn run(o: &RunOptions) -> Outcome {
         Network::Proxy(_) => Some(rt::net::FdReceiver::bind(&proxy_socket)?),
         _ => None,
     };
-    let mut after_create = |_pid: nix::unistd::Pid| -> rt::Result<()> {
+    let mut after_create = |pid: nix::unistd::Pid| -> rt::Result<()> {
+        if let Ok(w) = &landlock_watch {
+            w.own(pid.as_raw());
+        }
         if let (Network::Proxy(allow), Some(r)) = (&net, receiver.take()) {
             proxy = Some(start_proxy(&ctx, &id, r, allow)?);
         }
@@ -414,15 +423,24 @@ pub fn run(o: &RunOptions) -> Outcome {
     );
     let proxy_stats = proxy.take().map(|p| p.shutdown());
     // Every process of the sandbox is gone now: the supervisor has seen its last exec.
-    let exec_stats = exec_audit.map(|(supervisor, writer)| {
-        let st = supervisor.finish();
-        let written = writer.finish();
+    let exec_stats = exec_audit.map(|supervisor| supervisor.finish());
+    let landlock_stats = landlock_watch.ok().map(|w| w.finish());
+    let written = writer.finish();
+    let exec_stats = exec_stats.map(|st| {
         serde_json::json!({
             "execs": st.execs,
             "recorded": written.execs,
             "errors": st.errors,
             "first_error": st.first_error,
             "seccomp_denials": crate::audit::denials_of(&written, "seccomp"),
+        })
+    });
+    let landlock_stats = landlock_stats.map(|st| {
+        serde_json::json!({
+            "denials": crate::audit::denials_of(&written, "landlock"),
+            "read_to_end": st.synced,
+            "overflows": st.overflows,
+            "error": st.error,
         })
     });
     let (state, code, err) = match &result {
@@ -445,6 +463,7 @@ pub fn run(o: &RunOptions) -> Outcome {
             "usage": crate::audit::children_usage(),
             "network": proxy_stats,
             "exec": exec_stats,
+            "landlock": landlock_stats,
         }),
     );
     // Record the base the changes were made against (for drift detection at apply time).
