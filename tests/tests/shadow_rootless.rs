@@ -173,3 +173,19 @@ fn rootless_allowed_host_goes_through_the_proxy() {
     assert_eq!(net.len(), 2, "{log}");
     assert!(net[0].contains("\"allowed\":true") && net[1].contains("\"allowed\":false"));
 }
+
+#[test]
+fn rootless_refuses_a_disk_cap_rather_than_run_uncapped() {
+    let u = UserEnv::new();
+    let (code, out, err) = u.shadow("run --disk 20M -- touch made-anyway");
+    assert_eq!(code, 1, "stdout: {out}\nstderr: {err}");
+    assert_eq!(
+        err.trim(),
+        "shadow: a disk cap (--disk or the profile's resources.disk) needs root: it is a loop-mounted file system, which an unprivileged user cannot mount; refusing to run without it"
+    );
+    let sessions = std::fs::read_dir(u.path().join("store/sessions"))
+        .map(|r| r.count())
+        .unwrap_or(0);
+    assert_eq!(sessions, 0);
+    assert!(!u.path().join("project/made-anyway").exists());
+}

@@ -582,6 +582,12 @@ impl Store {
                 pid: s.meta.supervisor.map(|p| p.pid).unwrap_or(0),
             });
         }
+        // A `--disk` image still there (a run that could not copy it out): unmount it first,
+        // so that removing the tree never descends into a mounted file system.
+        if let Some(d) = crate::disk::Disk::existing(&s.dir) {
+            d.remove()
+                .ctx(|| format!("cannot remove the disk image of session {id}"))?;
+        }
         let trash = self
             .sessions()
             .join(format!("{TRASH_PREFIX}{id}-{:08x}", random_u32()?));

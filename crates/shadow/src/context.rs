@@ -54,6 +54,13 @@ impl Context {
                 eprintln!("shadow: cleaning up interrupted session {id}: {e}");
                 continue;
             }
+            // A `--disk` run: its changes are still on the image (maybe still mounted).
+            if let Some(d) = shadow_sandbox::disk::Disk::existing(&s.dir) {
+                if let Err(e) = d.finish(&s.upper_dir()) {
+                    eprintln!("shadow: interrupted session {id}: {e}");
+                    continue;
+                }
+            }
             if s.meta.project.is_dir() {
                 if let Ok(changes) = shadow_changes::scan(&s.meta.project, &s.upper_dir()) {
                     if let Ok(base) = shadow_changes::record_base(&s.meta.project, &changes) {

@@ -125,12 +125,21 @@ pub fn run(o: &RunOptions) -> Outcome {
         Some(n) => registry.resolve(n)?,
         None => registry.resolve("default")?,
     };
-    if o.disk.is_some() || profile.resources.disk.is_some() {
-        return Err(Failure::new(
-            "a disk cap (--disk or the profile's resources.disk) is not supported yet: refusing to run without it",
-        ));
-    }
     let size = |s: &Option<String>| s.as_deref().and_then(shadow_profile::schema::parse_size);
+    let disk_cap = o.disk.or(size(&profile.resources.disk));
+    if let Some(cap) = disk_cap {
+        if !ctx.user.is_root() {
+            return Err(Failure::new(
+                "a disk cap (--disk or the profile's resources.disk) needs root: it is a loop-mounted file system, which an unprivileged user cannot mount; refusing to run without it",
+            ));
+        }
+        if cap < shadow_sandbox::disk::MIN_SIZE {
+            return Err(Failure::new(format!(
+                "--disk {cap}: a disk cap must be at least {} MiB",
+                shadow_sandbox::disk::MIN_SIZE >> 20
+            )));
+        }
+    }
     let mut limits = ResourceLimits::for_host(hostview::total_ram_bytes()?);
     if let Some(m) = o.memory.or(size(&profile.resources.memory)) {
         limits.memory_bytes = Some(m);
@@ -222,6 +231,22 @@ pub fn run(o: &RunOptions) -> Outcome {
         engine: None,
     })?;
     let id = session.id().to_string();
+    // `--disk`: the upper layer on a capped file system of its own (root only, checked above).
+    let disk = match disk_cap {
+        Some(cap) if !o.dry_run => {
+            match shadow_sandbox::disk::Disk::create(&session.dir, cap, &session.upper_dir()) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    let _ = ctx
+                        .store
+                        .update_meta(&id, |m| m.finish(SessionState::Failed, None));
+                    let _ = ctx.store.remove(&id);
+                    return Err(Failure::new(format!("--disk: {e}")));
+                }
+            }
+        }
+        _ => None,
+    };
     let remove_session = |why: Failure| {
         // Finished first: the store refuses to remove a session its (live) supervisor runs.
         let _ = ctx
@@ -272,8 +297,12 @@ pub fn run(o: &RunOptions) -> Outcome {
         args: o.command.clone(),
         cwd: Some(cwd),
         project_dir: project.clone(),
-        upper_dir: session.upper_dir(),
-        work_dir: session.work_dir(),
+        upper_dir: disk
+            .as_ref()
+            .map_or_else(|| session.upper_dir(), |d| d.upper()),
+        work_dir: disk
+            .as_ref()
+            .map_or_else(|| session.work_dir(), |d| d.work()),
         rootfs_dir,
         store_dir: ctx.store.root().to_path_buf(),
         host: if o.rootfs.is_some() {
@@ -361,6 +390,7 @@ pub fn run(o: &RunOptions) -> Outcome {
             "network": network_record(&net),
             "limits": limits,
             "timeout_s": timeout,
+            "disk_cap_bytes": disk_cap,
             "seccomp_deny": profile.seccomp.deny,
             "landlock": landlock,
             "landlock_abi": shadow_landlock::kernel_abi(),
@@ -443,6 +473,12 @@ pub fn run(o: &RunOptions) -> Outcome {
             "error": st.error,
         })
     });
+    // Before the session is marked finished: if the copy fails, the image stays and the
+    // session still looks interrupted, so the next shadow command retries (see reap_interrupted).
+    if let Some(d) = disk {
+        d.finish(&session.upper_dir())
+            .map_err(|e| Failure::new(format!("--disk: {e}")))?;
+    }
     let (state, code, err) = match &result {
         Ok(e) if e.timed_out => (SessionState::TimedOut, TIMEOUT_STATUS, None),
         Ok(e) => (SessionState::Exited, e.code, None),
