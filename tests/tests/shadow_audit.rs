@@ -250,24 +250,46 @@ fn landlock_denials_come_from_kernel_audit() {
         assert_eq!(r[1]["data"]["landlock"], Value::Null);
     }
     let _audit = AuditOn::new();
-    // Two sandboxes at once, each denied a different file: each log holds its own denial only.
-    let (a, b) = std::thread::scope(|s| {
+    // Three sandboxes at once, each denied something else: each log holds its own denial only.
+    // The third is an agent that sandboxes its own tool (a nested Landlock domain, created
+    // inside the sandbox, that may not read files: exec of cat is denied).
+    let nested = "python3 -c 'import ctypes,os,struct; l=ctypes.CDLL(None,use_errno=True); \
+        l.syscall.restype=ctypes.c_long; a=struct.pack(\"=QQQ\",4,0,0); \
+        fd=l.syscall(444,a,len(a),0); l.prctl(38,1,0,0,0); assert l.syscall(446,fd,2)==0; \
+        os.execv(\"/usr/bin/cat\",[\"cat\",\"/etc/hostname\"])' 2>/dev/null; echo c";
+    let (a, b, c) = std::thread::scope(|s| {
         let a = s.spawn(|| p.run("cat /etc/shadow; sleep 1; echo a"));
-        let b = s.spawn(|| p.run("sleep 0.2; cat /etc/gshadow; sleep 1; echo b"));
-        (a.join().unwrap(), b.join().unwrap())
+        let b = s.spawn(|| p.run("cat /etc/gshadow; sleep 1; echo b"));
+        let c = s.spawn(|| p.run(nested));
+        (a.join().unwrap(), b.join().unwrap(), c.join().unwrap())
     });
+    assert_eq!(c.stdout, "c\n", "{c}");
     assert!(a.stderr.contains("/etc/shadow: Permission denied"), "{a}");
     assert!(b.stderr.contains("/etc/gshadow: Permission denied"), "{b}");
     assert_eq!((a.stdout.as_str(), b.stdout.as_str()), ("a\n", "b\n"));
     let mut seen = Vec::new();
     for id in p.session_ids() {
         let r = records(&p, &id);
-        if r[0]["data"]["command"][2]
-            .as_str()
-            .unwrap()
-            .contains("; true")
-        {
+        let script = r[0]["data"]["command"][2].as_str().unwrap();
+        if script.contains("; true") {
             continue; // the audit-off session above
+        }
+        if script.contains("python3") {
+            // The nested domain's denials (the exec of cat, then python's own reads) are the
+            // session's; its creator is the python process the exec records name.
+            let d = landlock_denials(&r);
+            let cat = d
+                .iter()
+                .find(|d| d["object"]["path"] == "/usr/bin/cat")
+                .unwrap_or_else(|| panic!("{id}: {d:?}"));
+            assert_eq!(cat["syscall"], "execve");
+            let py = execs(&r)
+                .into_iter()
+                .find(|e| e["argv"][0] == "python3")
+                .unwrap();
+            assert_eq!(cat["pid"], py["pid"]);
+            seen.push("nested".to_string());
+            continue;
         }
         assert_eq!(
             r[0]["data"]["denials"]["landlock"].as_str().unwrap(),
@@ -295,5 +317,5 @@ fn landlock_denials_come_from_kernel_audit() {
         seen.push(d["object"]["path"].as_str().unwrap().to_string());
     }
     seen.sort();
-    assert_eq!(seen, ["/etc/gshadow", "/etc/shadow"]);
+    assert_eq!(seen, ["/etc/gshadow", "/etc/shadow", "nested"]);
 }

@@ -27,7 +27,8 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 pub struct Record {
     /// Position in the log, from 0.
     pub seq: u64,
-    /// RFC 3339 time of writing.
+    /// RFC 3339 time of the event (of writing, for most records; a batch keeps each record's own
+    /// time, so times need not rise with `seq`).
     pub time: String,
     /// Session id.
     pub session: String,

@@ -9,8 +9,11 @@
 //! Attribution: shadow-runtime's executor restricts the container's init itself, so the
 //! sandbox's own domain is the one created by the init pid the runtime reported. A domain
 //! created by a process inside the sandbox (an agent that sandboxes its own tools) belongs to it
-//! if its creator is, when the record is read, in the sandbox's pid namespace. Records of other
-//! domains (other sandboxes, other programs on the host) are ignored.
+//! if its creator is a pid the exec audit saw executing in the sandbox, or is in the sandbox's
+//! pid namespace when the record is read; one whose creator is gone by then is decided at the
+//! end, when every exec is known. Records of other domains (other sandboxes, other programs on
+//! the host) are ignored. Left alone: a host process that, during the session, reuses the pid of
+//! a sandbox process that had exited and creates a domain would be taken for the sandbox's.
 
 use std::collections::HashMap;
 
@@ -44,49 +47,130 @@ pub struct Denial {
     pub time_ms: u64,
 }
 
-/// Decides which domains are the sandbox's and turns their events into [`Denial`]s.
-#[derive(Debug)]
-pub struct Attributor<F: Fn(i32) -> bool> {
-    creators: Vec<i32>,
-    in_sandbox: F,
-    domains: HashMap<String, bool>,
+/// Whether a pid is the sandbox's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// It is (the sandbox's init, a process seen executing in it, or one in its pid namespace).
+    Ours,
+    /// It is alive, outside the sandbox.
+    NotOurs,
+    /// Cannot tell (it is gone): decided again at [`Attributor::finish`].
+    Unknown,
 }
 
-impl<F: Fn(i32) -> bool> Attributor<F> {
-    /// `in_sandbox(pid)` says whether a live pid is in the sandbox's pid namespace.
-    pub fn new(in_sandbox: F) -> Self {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    Ours,
+    NotOurs,
+    Unresolved(i32),
+}
+
+/// Most denials held while their domain's owner is not known yet.
+pub const MAX_PENDING: usize = 4096;
+
+/// Decides which domains are the sandbox's and turns their events into [`Denial`]s.
+///
+/// A denial's domain is usually known by the time its ACCESS record arrives (the DOMAIN record
+/// of a domain's first denial comes in the same event), but not always: without an audit
+/// context the two records are separate events, and a nested domain's creator may be gone by
+/// the time it is read. Such denials are held (at most [`MAX_PENDING`]) until the domain's
+/// owner is known, or until [`Attributor::finish`] asks once more.
+#[derive(Debug)]
+pub struct Attributor<F: Fn(i32) -> Verdict> {
+    classify: F,
+    domains: HashMap<String, Owner>,
+    pending: Vec<(Record, Option<Record>)>,
+    /// Denials dropped because [`MAX_PENDING`] were already held.
+    pub dropped: u64,
+}
+
+impl<F: Fn(i32) -> Verdict> Attributor<F> {
+    /// `classify(pid)` says whether a domain creator's pid is the sandbox's.
+    pub fn new(classify: F) -> Self {
         Attributor {
-            creators: Vec::new(),
-            in_sandbox,
+            classify,
             domains: HashMap::new(),
+            pending: Vec::new(),
+            dropped: 0,
         }
     }
 
-    /// A pid whose domains are the sandbox's (the container's init, once the runtime created it).
-    pub fn own_creator(&mut self, pid: i32) {
-        self.creators.push(pid);
-    }
-
-    /// The event's denials that belong to the sandbox (none for other events).
+    /// The sandbox's denials this event completes (its own, and held ones it resolves).
     pub fn denials(&mut self, event: &[Record]) -> Vec<Denial> {
+        let mut out = Vec::new();
+        let syscall = event.iter().find(|r| r.kind == kind::SYSCALL);
+        let mut freed = Vec::new();
         for r in event.iter().filter(|r| r.kind == kind::LANDLOCK_DOMAIN) {
-            if let (Some(domain), Some("allocated")) = (r.get("domain"), r.get("status")) {
-                let creator = r.get("pid").and_then(|p| p.parse::<i32>().ok());
-                let ours =
-                    creator.is_some_and(|p| self.creators.contains(&p) || (self.in_sandbox)(p));
-                self.domains.insert(domain.to_string(), ours);
+            let Some(domain) = r.get("domain") else {
+                continue;
+            };
+            if r.get("status") == Some("allocated") {
+                let owner = match r.get("pid").and_then(|p| p.parse::<i32>().ok()) {
+                    None => Owner::NotOurs,
+                    Some(pid) => match (self.classify)(pid) {
+                        Verdict::Ours => Owner::Ours,
+                        Verdict::NotOurs => Owner::NotOurs,
+                        Verdict::Unknown => Owner::Unresolved(pid),
+                    },
+                };
+                self.domains.insert(domain.to_string(), owner);
+                if owner == Owner::Ours {
+                    out.extend(self.release(domain));
+                }
+            } else if r.get("status") == Some("deallocated") {
+                freed.push(domain.to_string());
             }
         }
-        let syscall = event.iter().find(|r| r.kind == kind::SYSCALL);
-        event
+        for a in event.iter().filter(|r| r.kind == kind::LANDLOCK_ACCESS) {
+            let Some(domain) = a.get("domain") else {
+                continue;
+            };
+            match self.domains.get(domain) {
+                Some(Owner::Ours) => out.push(denial(a, syscall)),
+                Some(Owner::NotOurs) => {}
+                _ if self.pending.len() >= MAX_PENDING => self.dropped += 1,
+                _ => self.pending.push((a.clone(), syscall.cloned())),
+            }
+        }
+        // A domain's last record: forget it, unless denials still wait on it.
+        for d in freed {
+            if !self
+                .pending
+                .iter()
+                .any(|(a, _)| a.get("domain") == Some(d.as_str()))
+            {
+                self.domains.remove(&d);
+            }
+        }
+        out
+    }
+
+    fn release(&mut self, domain: &str) -> Vec<Denial> {
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|(a, _)| a.get("domain") == Some(domain));
+        self.pending = rest;
+        mine.iter().map(|(a, s)| denial(a, s.as_ref())).collect()
+    }
+
+    /// At the end: held denials whose domain's creator is now known to be the sandbox's (the
+    /// caller's `classify` knows every pid that executed in it by then); the rest are dropped.
+    pub fn finish(mut self) -> Vec<Denial> {
+        let unresolved: Vec<(String, i32)> = self
+            .domains
             .iter()
-            .filter(|r| r.kind == kind::LANDLOCK_ACCESS)
-            .filter(|r| {
-                r.get("domain")
-                    .is_some_and(|d| self.domains.get(d).copied().unwrap_or(false))
+            .filter_map(|(d, o)| match o {
+                Owner::Unresolved(pid) => Some((d.clone(), *pid)),
+                _ => None,
             })
-            .map(|r| denial(r, syscall))
-            .collect()
+            .collect();
+        let mut out = Vec::new();
+        for (d, pid) in unresolved {
+            if (self.classify)(pid) == Verdict::Ours {
+                out.extend(self.release(&d));
+            }
+        }
+        out
     }
 }
 
@@ -159,10 +243,19 @@ mod tests {
         ]
     }
 
+    fn only(pid: i32) -> impl Fn(i32) -> Verdict {
+        move |p| {
+            if p == pid {
+                Verdict::Ours
+            } else {
+                Verdict::NotOurs
+            }
+        }
+    }
+
     #[test]
     fn the_sandboxs_domain_is_attributed_by_its_creator() {
-        let mut a = Attributor::new(|_| false);
-        a.own_creator(21000);
+        let mut a = Attributor::new(only(21000));
         let d = a.denials(&first_denial(21000));
         assert_eq!(d.len(), 1);
         let mut object = serde_json::Map::new();
@@ -190,23 +283,55 @@ mod tests {
         assert_eq!(d[0].blockers, ["fs.read_file", "fs.write_file"]);
         assert_eq!(d[0].object["path"], "/tmp/a b");
         assert_eq!(d[0].syscall.as_deref(), Some("openat"));
+        // After the domain's deallocation it is forgotten.
+        let gone = parse(
+            1424,
+            "audit(1796305551.593:7): domain=1de3ef224 status=deallocated denials=2",
+        )
+        .unwrap();
+        assert!(a.denials(&[gone]).is_empty());
+        assert!(a.domains.is_empty());
     }
 
     #[test]
     fn other_domains_are_ignored() {
-        let mut a = Attributor::new(|_| false);
-        a.own_creator(1);
+        let mut a = Attributor::new(only(1));
         assert!(a.denials(&first_denial(21000)).is_empty());
         assert!(a.denials(&second_denial()).is_empty());
-        // A domain never seen allocated is not ours either.
-        let mut b = Attributor::new(|_| true);
-        assert!(b.denials(&second_denial()).is_empty());
+        assert!(a.pending.is_empty());
+        assert!(a.finish().is_empty());
     }
 
     #[test]
-    fn a_nested_domain_is_ours_if_its_creator_is_in_the_sandbox() {
-        let mut a = Attributor::new(|pid| pid == 21000);
-        assert_eq!(a.denials(&first_denial(21000)).len(), 1);
+    fn a_denial_before_its_domain_record_waits_for_it() {
+        // No audit context: ACCESS and DOMAIN come as separate events, ACCESS first.
+        let mut a = Attributor::new(only(21000));
+        let ev = first_denial(21000);
+        assert!(a.denials(&[ev[0].clone()]).is_empty());
+        let d = a.denials(&[ev[1].clone()]);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].object["path"], "/usr/bin/cat");
+        assert_eq!(d[0].pid, None);
+        assert!(a.pending.is_empty());
+    }
+
+    #[test]
+    fn a_domain_whose_creator_is_gone_is_decided_at_finish() {
+        let seen = std::cell::Cell::new(false);
+        let mut a = Attributor::new(|p| match (p, seen.get()) {
+            (21000, true) => Verdict::Ours,
+            (21000, false) => Verdict::Unknown,
+            _ => Verdict::NotOurs,
+        });
+        assert!(a.denials(&first_denial(21000)).is_empty());
+        assert!(a.denials(&second_denial()).is_empty());
+        // By the end the creator turned out to have executed in the sandbox.
+        seen.set(true);
+        assert_eq!(a.finish().len(), 2);
+        // Never resolved: dropped.
+        let mut b = Attributor::new(|_| Verdict::Unknown);
+        b.denials(&first_denial(21000));
+        assert!(b.finish().is_empty());
     }
 
     #[test]

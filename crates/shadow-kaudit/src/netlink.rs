@@ -128,6 +128,21 @@ fn send(fd: &OwnedFd, m: &[u8]) -> io::Result<()> {
 /// request was acknowledged).
 fn request(kind: u16, payload: &[u8], want: u16) -> io::Result<Option<Vec<u8>>> {
     let fd = open(0)?;
+    // The kernel answers from a kernel thread and may fail to (memory pressure): never hang.
+    let tv = libc::timeval {
+        tv_sec: 2,
+        tv_usec: 0,
+    };
+    // SAFETY: the option value is a timeval of the size passed.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        );
+    }
     send(&fd, &message(kind, payload))?;
     let mut buf = vec![0u8; 8192];
     let mut reply = None;

@@ -116,34 +116,55 @@ fn unhex(s: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Groups records into events (same serial). An event is complete at its EOE record, or when a
-/// record of another serial arrives (single-record events have no EOE).
+/// Groups records into events (same serial). Records of different events interleave (a denial
+/// is logged when it happens, the SYSCALL record and EOE when the call returns, and other CPUs
+/// log in between), so several events are open at once. An event is complete at its EOE; one
+/// that never gets an EOE (a task without an audit context logs single records) is closed once
+/// [`STALE_AFTER`] further records have arrived, or at [`Assembler::flush`].
 #[derive(Debug, Default)]
 pub struct Assembler {
-    open: Vec<Record>,
+    open: std::collections::BTreeMap<u64, (u64, Vec<Record>)>,
+    seen: u64,
 }
 
+/// Records after which an event without EOE is taken as complete.
+pub const STALE_AFTER: u64 = 512;
+
 impl Assembler {
-    /// Feeds one record; returns the events it completed (at most two: the one it closed by
-    /// changing serial, and its own if it is an EOE).
+    /// Feeds one record; returns the events now complete, oldest first.
     pub fn push(&mut self, r: Record) -> Vec<Vec<Record>> {
+        self.seen += 1;
         let mut done = Vec::new();
-        if self.open.first().is_some_and(|f| f.serial != r.serial) {
-            done.push(std::mem::take(&mut self.open));
-        }
         if r.kind == kind::EOE {
-            if !self.open.is_empty() {
-                done.push(std::mem::take(&mut self.open));
+            if let Some((_, ev)) = self.open.remove(&r.serial) {
+                done.push(ev);
             }
         } else {
-            self.open.push(r);
+            let e = self.open.entry(r.serial).or_insert((0, Vec::new()));
+            e.0 = self.seen;
+            e.1.push(r);
+        }
+        let seen = self.seen;
+        let stale: Vec<u64> = self
+            .open
+            .iter()
+            .filter(|(_, (last, _))| seen - last > STALE_AFTER)
+            .map(|(s, _)| *s)
+            .collect();
+        for s in stale {
+            if let Some((_, ev)) = self.open.remove(&s) {
+                done.push(ev);
+            }
         }
         done
     }
 
-    /// The event still open, if any (at the end of reading).
-    pub fn flush(&mut self) -> Option<Vec<Record>> {
-        (!self.open.is_empty()).then(|| std::mem::take(&mut self.open))
+    /// Every event still open (at the end of reading), oldest first.
+    pub fn flush(&mut self) -> Vec<Vec<Record>> {
+        std::mem::take(&mut self.open)
+            .into_values()
+            .map(|(_, ev)| ev)
+            .collect()
     }
 }
 
@@ -209,7 +230,7 @@ mod tests {
     }
 
     #[test]
-    fn events_end_at_eoe_or_at_a_new_serial() {
+    fn interleaved_events_are_kept_apart_and_end_at_their_eoe() {
         let mut a = Assembler::default();
         let rec = |kind, serial| Record {
             kind,
@@ -218,19 +239,41 @@ mod tests {
             fields: vec![],
         };
         assert!(a.push(rec(1423, 3)).is_empty());
+        // Another CPU's event in between.
+        assert!(a.push(rec(1300, 4)).is_empty());
+        assert!(a.push(rec(1424, 3)).is_empty());
         assert!(a.push(rec(1300, 3)).is_empty());
         let done = a.push(rec(kind::EOE, 3));
         assert_eq!(done.len(), 1);
         assert_eq!(
             done[0].iter().map(|r| r.kind).collect::<Vec<_>>(),
-            [1423, 1300]
+            [1423, 1424, 1300]
         );
-        // A single-record event (no EOE) is closed by the next serial.
-        assert!(a.push(rec(1424, 7)).is_empty());
-        let done = a.push(rec(1423, 8));
-        assert_eq!(done.len(), 1);
-        assert_eq!(done[0][0].serial, 7);
-        assert_eq!(a.flush().unwrap()[0].serial, 8);
-        assert!(a.flush().is_none());
+        assert_eq!(a.push(rec(kind::EOE, 4)).len(), 1);
+        // An EOE of nothing open completes nothing.
+        assert!(a.push(rec(kind::EOE, 99)).is_empty());
+    }
+
+    #[test]
+    fn an_event_without_eoe_closes_when_stale_or_at_flush() {
+        let mut a = Assembler::default();
+        let rec = |kind, serial| Record {
+            kind,
+            time_ms: 0,
+            serial,
+            fields: vec![],
+        };
+        a.push(rec(1424, 7));
+        let mut closed = Vec::new();
+        for i in 0..STALE_AFTER + 1 {
+            closed.extend(a.push(rec(1300, 1000 + i)));
+            closed.extend(a.push(rec(kind::EOE, 1000 + i)));
+        }
+        assert!(closed.iter().any(|ev| ev[0].serial == 7));
+        a.push(rec(1423, 8));
+        let rest = a.flush();
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0][0].serial, 8);
+        assert!(a.flush().is_empty());
     }
 }

@@ -413,8 +413,17 @@ pub fn run(o: &RunOptions) -> Outcome {
     let exec_audit = if o.no_exec_audit {
         None
     } else {
+        let mut sink = writer.sink();
+        // The Landlock reader attributes nested domains by the pids that executed inside.
+        let pids = landlock_watch.as_ref().ok().map(|w| w.pid_feed());
+        let sink = move |n: shadow_execaudit::Notice| {
+            if let (Some(p), shadow_execaudit::Notice::Exec(e)) = (&pids, &n) {
+                p.add(e.pid);
+            }
+            sink(n)
+        };
         let supervisor = shadow_execaudit::Listener::bind(&exec_socket)
-            .and_then(|l| l.spawn_notices(writer.sink()))
+            .and_then(|l| l.spawn_notices(sink))
             .map_err(|e| remove_session(Failure::new(format!("exec audit: {e}"))))?;
         Some(supervisor)
     };
@@ -470,6 +479,8 @@ pub fn run(o: &RunOptions) -> Outcome {
             "denials": crate::audit::denials_of(&written, "landlock"),
             "read_to_end": st.synced,
             "overflows": st.overflows,
+            "kernel_lost_records": st.kernel_lost,
+            "dropped_unattributed": st.dropped,
             "error": st.error,
         })
     });
