@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use std::os::fd::AsFd;
 
 use shadow_integration_tests::{
-    mounts_under, processes_mentioning, read_fd_until, require_root, runtime, spawn_on_pty, unique,
-    workspace_dir,
+    cgroup_dirs, mounts_under, processes_mentioning, read_fd_until, require_root, runtime,
+    spawn_on_pty, unique, workspace_dir,
 };
 
 /// Bound of one engine command (passed to timeout(1)).
@@ -198,6 +198,25 @@ struct World {
     env: Vec<(String, String)>,
     dir: Option<tempfile::TempDir>,
     path: PathBuf,
+    /// Cgroup parents the engine puts its containers under (relative to each hierarchy), and
+    /// whether the parent itself is the test's to remove afterwards. Podman's shared
+    /// `libpod_parent/conmon` (its monitors' cgroup, never removed) is not a container's.
+    cgroups: Vec<(String, bool)>,
+    /// Named network namespaces (`/run/netns`) before the test.
+    netns_before: Vec<String>,
+}
+
+/// Named network namespaces (Podman pins its own under /run/netns).
+fn named_netns() -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir("/run/netns")
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 impl World {
@@ -210,7 +229,40 @@ impl World {
             env: Vec::new(),
             dir: Some(dir),
             path,
+            cgroups: Vec::new(),
+            netns_before: named_netns(),
         }
+    }
+
+    /// Everything the test left behind: processes and mounts that mention its directory
+    /// (a network namespace pinned by a bind mount is such a mount, one held by a process such
+    /// a process), container cgroups under the engine's parent, new named network namespaces.
+    fn leaks(&self) -> Vec<String> {
+        let dir = self.path.to_string_lossy().to_string();
+        let mut leaks: Vec<String> = processes_mentioning(&dir)
+            .into_iter()
+            .map(|(pid, what)| format!("process {pid}: {what}"))
+            .collect();
+        leaks.extend(
+            mounts_under(&self.path)
+                .into_iter()
+                .map(|m| format!("mount {m}")),
+        );
+        for (parent, _) in &self.cgroups {
+            for d in cgroup_dirs(parent) {
+                for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+                    if e.path().is_dir() && e.file_name() != "conmon" {
+                        leaks.push(format!("cgroup {}", e.path().display()));
+                    }
+                }
+            }
+        }
+        for n in named_netns() {
+            if !self.netns_before.contains(&n) {
+                leaks.push(format!("network namespace /run/netns/{n}"));
+            }
+        }
+        leaks
     }
 
     fn p(&self, rel: &str) -> String {
@@ -259,16 +311,16 @@ impl World {
         let dir = self.path.to_string_lossy().to_string();
         let t0 = Instant::now();
         loop {
-            let mut leaks: Vec<String> = processes_mentioning(&dir)
-                .into_iter()
-                .map(|(pid, what)| format!("process {pid}: {what}"))
-                .collect();
-            leaks.extend(
-                mounts_under(&self.path)
-                    .into_iter()
-                    .map(|m| format!("mount {m}")),
-            );
+            let leaks = self.leaks();
             if leaks.is_empty() {
+                // The engine's (now empty) cgroup parents that the test created.
+                for (parent, ours) in &self.cgroups {
+                    if *ours {
+                        for d in cgroup_dirs(parent) {
+                            let _ = fs::remove_dir(d);
+                        }
+                    }
+                }
                 return;
             }
             if t0.elapsed() > Duration::from_secs(5) {
@@ -300,6 +352,8 @@ fn podman_runs_containers_with_shadow_runtime() {
     require_root();
     let rt = runtime();
     let mut w = World::new("pm-");
+    // Podman's cgroupfs parent; every container's cgroup must be gone after `rm`.
+    w.cgroups.push(("libpod_parent".into(), false));
     let conf = w.path.join("containers.conf");
     fs::write(
         &conf,
@@ -476,6 +530,9 @@ fn podman_runs_containers_with_shadow_runtime() {
 /// Start a private dockerd (data, exec root, socket, pidfile in `w`) with runtime `shadow`;
 /// returns the client's `-H unix://…` arguments.
 fn start_dockerd(w: &mut World) -> Vec<String> {
+    // A cgroup parent of the test's own, so that the leak check can see every container cgroup.
+    let cg = unique("shadow-itest-dk");
+    w.cgroups.push((cg.clone(), true));
     let conf = serde_json::json!({
         "iptables": false,
         "ip-forward": false,
@@ -485,6 +542,7 @@ fn start_dockerd(w: &mut World) -> Vec<String> {
         "data-root": w.p("data"),
         "exec-root": w.p("exec"),
         "pidfile": w.p("docker.pid"),
+        "cgroup-parent": format!("/{cg}"),
         "hosts": [format!("unix://{}", w.p("docker.sock"))],
     });
     let conf_path = w.p("daemon.json");
@@ -592,7 +650,13 @@ fn docker_runs_containers_with_shadow_runtime() {
     let d1 = unique("d1");
     let mut a = RUN[..6].to_vec();
     a.extend(["-d", "--name", &d1, "bb:1", "sleep", "100"]);
-    dk(&a).ok();
+    let full_id = dk(&a).ok().stdout.trim().to_string();
+    // Its cgroup is under the test's parent (what the leak check at the end looks at).
+    let parent = w.cgroups[0].0.clone();
+    assert!(
+        !cgroup_dirs(&format!("{parent}/{full_id}")).is_empty(),
+        "no cgroup {parent}/{full_id}"
+    );
     let r = dk(&["exec", &d1, "echo", "in-exec"]).ok();
     assert_eq!(r.stdout.trim(), "in-exec", "{r}");
     let r = dk(&["top", &d1]).ok();
@@ -939,6 +1003,8 @@ fn containerd_runs_containers_with_shadow_runtime() {
         w.path.join("containerd.log"),
     );
     let ns = unique("shadow-itest");
+    // containerd puts a container's cgroup at /<namespace>/<id>.
+    w.cgroups.push((ns.clone(), true));
     let ctr_base = ["-a", &sock, "--namespace", &ns];
     let probe: Vec<&str> = ["5", "ctr"]
         .into_iter()
@@ -1011,5 +1077,161 @@ fn containerd_runs_containers_with_shadow_runtime() {
 
     let r = ctr(&["containers", "ls", "-q"]).ok();
     assert_eq!(r.stdout.trim(), "", "containers left: {r}");
+    w.finish_clean();
+}
+
+/// Single-quoted for sh.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Rootless Podman (the test user `shadowtest`, with its subuid/subgid range) drives
+/// shadow-runtime: Podman runs the runtime as root of its own user namespace and passes no
+/// `--root`, so the runtime's default root must follow `$XDG_RUNTIME_DIR` as runc's does.
+#[test]
+fn rootless_podman_runs_containers_with_shadow_runtime() {
+    require_root();
+    const USER: &str = "shadowtest";
+    assert!(
+        run("id", &[USER], &[]).code == Some(0),
+        "user {USER} is missing: run the tests through hack/test"
+    );
+    let mut w = World::new("pr-");
+    let d = w.path.clone();
+    // The user's own copy of the runtime (the build tree need not be readable to it).
+    let rt = d.join("shadow-runtime");
+    fs::copy(runtime(), &rt).unwrap();
+    let conf = d.join("containers.conf");
+    fs::write(
+        &conf,
+        format!(
+            "[containers]\n\
+             default_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\
+             [engine]\n\
+             runtime_supports_json = [\"crun\", \"runc\", \"shadow-runtime\"]\n\
+             [engine.runtimes]\n\
+             shadow-runtime = [{:?}]\n",
+            rt.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let tar = rootfs_tar(&d, "bb.tar");
+    fs::create_dir_all(d.join("xdg")).unwrap();
+    run(
+        "chown",
+        &["-R", &format!("{USER}:{USER}"), d.to_str().unwrap()],
+        &[],
+    )
+    .ok();
+    run("chmod", &["700", &w.p("xdg")], &[]).ok();
+    run("chmod", &["755", d.to_str().unwrap()], &[]).ok();
+    let env = format!(
+        "cd {dir} && HOME={dir} XDG_RUNTIME_DIR={dir}/xdg CONTAINERS_CONF={conf}",
+        dir = sh_quote(&w.p("")),
+        conf = sh_quote(&conf.to_string_lossy())
+    );
+    let base = format!(
+        "podman --root {root} --runroot {dir}/xdg/run --tmpdir {dir}/tmp --runtime shadow-runtime",
+        root = sh_quote(&w.p("root")),
+        dir = sh_quote(&w.p(""))
+    );
+    w.cleanup.push(vec![
+        "su".into(),
+        USER.into(),
+        "-s".into(),
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("{env} {base} rm -a -f -t 0"),
+    ]);
+    // Rootless Podman keeps a pause process (holding its user namespace) until told otherwise.
+    w.cleanup.push(vec![
+        "sh".into(),
+        "-c".into(),
+        format!("kill $(cat {}/pause.pid)", sh_quote(&w.p("tmp"))),
+    ]);
+    let pm = |args: &[&str]| {
+        let line: Vec<String> = args.iter().map(|a| sh_quote(a)).collect();
+        let script = format!("{env} {base} {}", line.join(" "));
+        w.run("su", &[USER, "-s", "/bin/sh", "-c", &script])
+    };
+    pm(&["import", tar.to_str().unwrap(), "localhost/bb:1"]).ok();
+
+    let r = pm(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "localhost/bb:1",
+        "sh",
+        "-c",
+        "echo hello; id -u; exit 7",
+    ])
+    .code(7);
+    assert_eq!(r.stdout, "hello\n0\n", "{r}");
+
+    let name = unique("pr");
+    pm(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--network",
+        "none",
+        "localhost/bb:1",
+        "sleep",
+        "100",
+    ])
+    .ok();
+    let r = pm(&[
+        "exec",
+        &name,
+        "sh",
+        "-c",
+        "echo in-exec; cat /proc/self/uid_map",
+    ])
+    .ok();
+    assert!(r.stdout.starts_with("in-exec\n"), "{r}");
+    // Root inside is the test user outside, not the host's root.
+    let uid = run("id", &["-u", USER], &[]).ok().stdout.trim().to_string();
+    assert!(
+        r.stdout
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            == ["0", uid.as_str(), "1"],
+        "{r}"
+    );
+    pm(&["kill", &name]).ok();
+    pm(&["rm", "-f", "-t", "0", &name]).ok();
+    let name = unique("pr");
+    pm(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--network",
+        "none",
+        "localhost/bb:1",
+        "sleep",
+        "100",
+    ])
+    .ok();
+    pm(&["stop", "-t", "1", &name]).ok();
+    pm(&["rm", &name]).ok();
+    let r = pm(&[
+        "run",
+        "--rm",
+        "-t",
+        "--network",
+        "none",
+        "localhost/bb:1",
+        "tty",
+    ])
+    .ok();
+    assert_eq!(r.stdout.trim(), "/dev/pts/0", "{r}");
+    let r = pm(&["ps", "-a", "-q"]).ok();
+    assert_eq!(r.stdout.trim(), "", "{r}");
     w.finish_clean();
 }

@@ -111,6 +111,9 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
         bundle.clone()
     };
 
+    // Rootless on a v1/hybrid host (rootless Podman): a read-only cgroup2 view, or a refusal
+    // of limits that cannot be enforced there.
+    crate::rootless_cgroups::prepare(&eff)?;
     let cgroups_path = eff.linux().as_ref().and_then(|l| l.cgroups_path().clone());
     let result = build(g, o, &root, &lc_bundle, console.as_deref(), detached).and_then(|mut c| {
         if changed {

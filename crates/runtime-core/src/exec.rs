@@ -214,6 +214,9 @@ pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
     if !o.detach {
         foreground::set_subreaper()?;
     }
+    // As at create: the exec joins the container's cgroup, which a rootless v1 host does not
+    // have (see rootless_cgroups). An exec asks for no limits of its own.
+    crate::rootless_cgroups::prepare(&oci_spec::runtime::Spec::default())?;
     let built = ContainerBuilder::new(o.id.clone(), SyscallType::default())
         .with_executor(ShadowExecutor::default())
         .with_root_path(&root)

@@ -23,6 +23,7 @@ pub mod net;
 pub mod prepare;
 pub mod query;
 pub mod root;
+pub mod rootless_cgroups;
 pub mod run;
 pub mod seal;
 pub mod signal;

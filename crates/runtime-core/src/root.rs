@@ -10,15 +10,49 @@ use crate::error::{Error, Result};
 
 /// The default root: `/run/shadow-runtime` for root, `$XDG_RUNTIME_DIR/shadow-runtime` for a
 /// non-root user (falling back to `/tmp/shadow-runtime-<uid>` as runc does when the variable is
-/// unset).
+/// unset). See [`default_root_for`] for root inside a user namespace (rootless Podman).
 pub fn default_root() -> PathBuf {
     let uid = nix::unistd::geteuid();
-    if uid.is_root() {
-        return PathBuf::from("/run/shadow-runtime");
+    default_root_for(
+        uid.as_raw(),
+        in_user_namespace(),
+        std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
+        std::env::var_os("USER").as_deref(),
+    )
+}
+
+/// The decision behind [`default_root`], as runc makes it. Uid 0 *inside a user namespace*
+/// (rootless Podman runs the runtime as root of its own user namespace, passing no `--root`)
+/// cannot write `/run`: it uses `$XDG_RUNTIME_DIR` when the unprivileged user set it, i.e.
+/// unless `USER` says the caller really is root.
+pub fn default_root_for(
+    euid: u32,
+    in_userns: bool,
+    xdg_runtime_dir: Option<&std::ffi::OsStr>,
+    user: Option<&std::ffi::OsStr>,
+) -> PathBuf {
+    let xdg = xdg_runtime_dir.filter(|d| !d.is_empty());
+    let honour_xdg = match xdg {
+        None => false,
+        Some(_) if euid != 0 => true,
+        Some(_) => in_userns && user.is_none_or(|u| u != "root"),
+    };
+    match xdg {
+        Some(d) if honour_xdg => Path::new(d).join("shadow-runtime"),
+        _ if euid == 0 => PathBuf::from("/run/shadow-runtime"),
+        _ => PathBuf::from(format!("/tmp/shadow-runtime-{euid}")),
     }
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(dir) if !dir.is_empty() => Path::new(&dir).join("shadow-runtime"),
-        _ => PathBuf::from(format!("/tmp/shadow-runtime-{uid}")),
+}
+
+/// Whether this process runs in a user namespace other than the initial one (its uid map is
+/// not the identity over the whole range).
+pub fn in_user_namespace() -> bool {
+    match fs::read_to_string("/proc/self/uid_map") {
+        Ok(m) => {
+            let f: Vec<&str> = m.split_whitespace().collect();
+            f != ["0", "0", "4294967295"]
+        }
+        Err(_) => false,
     }
 }
 
@@ -98,6 +132,47 @@ pub fn chmod_private(p: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_roots() {
+        use std::ffi::OsStr;
+        let x = Some(OsStr::new("/run/user/1000"));
+        let p = |s: &str| PathBuf::from(s);
+        assert_eq!(
+            default_root_for(0, false, x, Some(OsStr::new("root"))),
+            p("/run/shadow-runtime")
+        );
+        assert_eq!(
+            default_root_for(0, false, x, None),
+            p("/run/shadow-runtime")
+        );
+        assert_eq!(
+            default_root_for(1000, false, x, None),
+            p("/run/user/1000/shadow-runtime")
+        );
+        assert_eq!(
+            default_root_for(1000, false, None, None),
+            p("/tmp/shadow-runtime-1000")
+        );
+        // Root of rootless Podman's user namespace, started by user alice.
+        assert_eq!(
+            default_root_for(0, true, x, Some(OsStr::new("alice"))),
+            p("/run/user/1000/shadow-runtime")
+        );
+        assert_eq!(
+            default_root_for(0, true, x, None),
+            p("/run/user/1000/shadow-runtime")
+        );
+        // Real root in a user namespace (USER=root) keeps /run.
+        assert_eq!(
+            default_root_for(0, true, x, Some(OsStr::new("root"))),
+            p("/run/shadow-runtime")
+        );
+        assert_eq!(
+            default_root_for(0, true, Some(OsStr::new("")), None),
+            p("/run/shadow-runtime")
+        );
+    }
 
     #[test]
     fn prepare_creates_and_probes() {
