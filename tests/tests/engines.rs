@@ -513,14 +513,119 @@ fn podman_runs_containers_with_shadow_runtime() {
         ),
         "{r}"
     );
-    let r = capture("run.shadow.profile=codex", &["true"]);
+    assert_eq!(session_count(&w), 0, "a refused capture left a session");
+
+    // An agent profile by annotation: the default profile's seccomp groups (stacked on the
+    // container's filter), Landlock denials (a credential Podman bind-mounts), its environment
+    // deny patterns, no-new-privileges and its pids limit, in `run` and in `exec`.
+    let secret = w.path.join("id_rsa");
+    fs::write(&secret, "SECRET-KEY\n").unwrap();
+    let vol = format!("{}:/root/.ssh/id_rsa:ro", secret.display());
+    let checks = "cat /root/.ssh/id_rsa; echo cat=$?; unshare -U true 2>&1; echo unshare=$?; \
+                  echo token=${GITHUB_TOKEN:-none}; grep NoNewPrivs /proc/self/status";
+    // Without the profile the same checks pass (so each denial below is the profile's).
+    let r = pm(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "-e",
+        "GITHUB_TOKEN=tok",
+        "-v",
+        &vol,
+        "localhost/bb:1",
+        "sh",
+        "-c",
+        checks,
+    ])
+    .ok();
+    assert!(
+        r.stdout.contains("SECRET-KEY") && r.stdout.contains("unshare=0"),
+        "{r}"
+    );
+    assert!(r.stdout.contains("token=tok"), "{r}");
+    let name = unique("pp");
+    let r = pm(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--network",
+        "none",
+        "--annotation",
+        "run.shadow.profile=default",
+        "-e",
+        "GITHUB_TOKEN=tok",
+        "-e",
+        "HOME=/root",
+        "-v",
+        &vol,
+        "localhost/bb:1",
+        "sh",
+        "-c",
+        &format!("{checks}; sleep 100"),
+    ])
+    .ok();
+    let full_id = r.stdout.trim().to_string();
+    for r in [pm(&["exec", &name, "sh", "-c", checks]).ok(), {
+        let t0 = Instant::now();
+        loop {
+            let l = pm(&["logs", &name]).ok();
+            if l.stdout.contains("NoNewPrivs") || t0.elapsed() > Duration::from_secs(10) {
+                break l;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }] {
+        assert!(!r.stdout.contains("SECRET-KEY"), "{r}");
+        assert!(r.stdout.contains("cat=1"), "{r}");
+        assert!(r.stdout.contains("Operation not permitted"), "{r}");
+        assert!(r.stdout.contains("unshare=1"), "{r}");
+        assert!(r.stdout.contains("token=none"), "{r}");
+        assert!(r.stdout.contains("NoNewPrivs:\t1"), "{r}");
+    }
+    let pids_max = cgroup_dirs(&format!("libpod_parent/libpod-{full_id}"))
+        .into_iter()
+        .map(|d| d.join("pids.max"))
+        .find(|f| f.exists())
+        .map(|f| fs::read_to_string(f).unwrap());
+    assert_eq!(pids_max.as_deref(), Some("1024\n"));
+    pm(&["rm", "-f", "-t", "0", &name]).ok();
+    // Refused, with the runtime's line shown by Podman: a profile without network on the
+    // host's network, and a profile that does not exist.
+    let r = pm(&[
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--annotation",
+        "run.shadow.profile=default",
+        "localhost/bb:1",
+        "true",
+    ]);
+    assert_ne!(r.code, Some(0), "{r}");
+    assert!(
+        r.stderr.contains(
+            "profile \"default\" allows no network, but the container shares the host's network: run it with --network none"
+        ),
+        "{r}"
+    );
+    let r = pm(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--annotation",
+        "run.shadow.profile=nope",
+        "localhost/bb:1",
+        "true",
+    ]);
     assert_ne!(r.code, Some(0), "{r}");
     assert!(
         r.stderr
-            .contains("shadow capture: agent profile \"codex\" requested"),
+            .contains("run.shadow.profile: unknown profile \"nope\""),
         "{r}"
     );
-    assert_eq!(session_count(&w), 0, "a refused capture left a session");
 
     let r = pm(&["ps", "-a", "-q"]).ok();
     assert_eq!(r.stdout.trim(), "", "containers left: {r}");
@@ -573,6 +678,9 @@ fn start_dockerd(w: &mut World) -> Vec<String> {
         serde_json::from_slice(&fs::read(&conf_path).unwrap()).unwrap();
     conf["runtimes"]["shadow-badarg"] =
         serde_json::json!({"path": rt, "runtimeArgs": ["--shadow-capture=work"]});
+    // An agent profile by runtime name (Docker 20.10 has no --annotation).
+    conf["runtimes"]["shadow-agent"] =
+        serde_json::json!({"path": rt, "runtimeArgs": ["--shadow-profile=default"]});
     fs::write(&conf_path, serde_json::to_vec_pretty(&conf).unwrap()).unwrap();
     // The client reads nothing from the host's ~/.docker.
     w.env.push(("DOCKER_CONFIG".into(), w.p("client")));
@@ -764,6 +872,22 @@ fn docker_runs_containers_with_shadow_runtime() {
         "{r}"
     );
     assert_eq!(session_count(&w), 0, "a refused capture left a session");
+
+    // The default profile by runtime name, through Docker's own seccomp profile and its
+    // libnetwork hook (with --network none the namespace keeps only lo, so it is accepted).
+    let mut a = RUN.to_vec();
+    a[3] = "--runtime=shadow-agent";
+    a.extend([
+        "-e",
+        "AWS_SECRET_ACCESS_KEY=k",
+        "bb:1",
+        "sh",
+        "-c",
+        "grep NoNewPrivs /proc/self/status; echo key=${AWS_SECRET_ACCESS_KEY:-none}; cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || true",
+    ]);
+    let r = dk(&a).ok();
+    assert!(r.stdout.contains("NoNewPrivs:\t1"), "{r}");
+    assert!(r.stdout.contains("key=none"), "{r}");
 
     let r = dk(&["ps", "-a", "-q"]).ok();
     assert_eq!(r.stdout.trim(), "", "containers left: {r}");

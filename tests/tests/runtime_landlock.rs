@@ -101,3 +101,40 @@ fn a_malformed_policy_is_refused_at_create_with_its_position() {
     );
     ctx.assert_clean();
 }
+
+/// A second seccomp filter carried by the bundle (`run.shadow.seccomp`, what an agent profile on
+/// an engine container becomes) is stacked by the executor: the call it denies fails with its
+/// errno, everything else runs; without no-new-privileges, or malformed, it is refused at create.
+#[test]
+fn a_stacked_seccomp_filter_denies_its_calls() {
+    let filter = json!({"defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]});
+    let mut ctx = Ctx::new(
+        "stack",
+        &["sh", "-c", "mkdir /tmp/d; echo mkdir=$?; echo ran"],
+    );
+    ctx.spec["process"]["noNewPrivileges"] = json!(true);
+    ctx.spec["annotations"] = json!({"run.shadow.seccomp": filter.to_string()});
+    ctx.write_spec();
+    let o = ctx.rt(&["run", &ctx.id("c")]);
+    assert_eq!(o.code(), Some(0), "{o}");
+    assert!(o.stdout.contains("mkdir=1\nran\n"), "{o}");
+    assert!(o.stderr.contains("Operation not permitted"), "{o}");
+
+    ctx.spec["process"]["noNewPrivileges"] = json!(false);
+    ctx.write_spec();
+    let o = ctx.rt(&["run", &ctx.id("d")]);
+    assert_ne!(o.code(), Some(0), "{o}");
+    assert!(
+        o.stderr
+            .contains("annotation run.shadow.seccomp: needs process.noNewPrivileges = true"),
+        "{o}"
+    );
+    ctx.spec["process"]["noNewPrivileges"] = json!(true);
+    ctx.spec["annotations"] = json!({"run.shadow.seccomp": "{\"defaultAction\": 7}"});
+    ctx.write_spec();
+    let o = ctx.rt(&["run", &ctx.id("e")]);
+    assert_ne!(o.code(), Some(0), "{o}");
+    assert!(o.stderr.contains("annotation run.shadow.seccomp:"), "{o}");
+    ctx.assert_clean();
+}

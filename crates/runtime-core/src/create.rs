@@ -154,6 +154,7 @@ fn build(
     let executor = ShadowExecutor {
         no_new_keyring: o.no_new_keyring,
         init_shim: o.init_shim,
+        annotations: None,
     };
     ContainerBuilder::new(o.id.clone(), SyscallType::default())
         .with_executor(executor)

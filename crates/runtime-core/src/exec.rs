@@ -218,7 +218,10 @@ pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
     // have (see rootless_cgroups). An exec asks for no limits of its own.
     crate::rootless_cgroups::prepare(&oci_spec::runtime::Spec::default())?;
     let built = ContainerBuilder::new(o.id.clone(), SyscallType::default())
-        .with_executor(ShadowExecutor::default())
+        .with_executor(ShadowExecutor {
+            annotations: cfg_spec.annotations().clone(),
+            ..Default::default()
+        })
         .with_root_path(&root)
         .map_err(|e| Error::from_libcontainer("root", &e))
         .map(|b| {

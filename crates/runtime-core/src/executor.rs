@@ -24,6 +24,11 @@ pub struct ShadowExecutor {
     pub no_new_keyring: bool,
     /// Keep a minimal init as pid 1 and run the payload as its child ([`crate::init_shim`]).
     pub init_shim: bool,
+    /// The container's annotations as it was created, for an `exec`: libcontainer hands the
+    /// executor the spec of the user's bundle, which lacks what the runtime added to the spec
+    /// it ran (an engine container's profile: Landlock, stacked seccomp, environment), and an
+    /// exec'd process must be held by the same rules as the init.
+    pub annotations: Option<std::collections::HashMap<String, String>>,
 }
 
 impl Executor for ShadowExecutor {
@@ -31,11 +36,22 @@ impl Executor for ShadowExecutor {
         if !self.no_new_keyring && !denies_keyctl(spec) {
             join_new_session_keyring()?;
         }
-        if let Some(value) = spec
-            .annotations()
-            .as_ref()
-            .and_then(|a| a.get(shadow_landlock::ANNOTATION))
-        {
+        let annotations = self.annotations.as_ref().or(spec.annotations().as_ref());
+        if let Some(value) = annotations.and_then(|a| a.get(shadow_profile::ENV_DENY_ANNOTATION)) {
+            // A profile's environment deny patterns, also over what an exec brings along.
+            let patterns: Vec<String> = serde_json::from_str(value)
+                .map_err(|e| ExecutorError::Other(format!("environment deny list: {e}")))?;
+            for (k, _) in std::env::vars_os() {
+                let k = k.to_string_lossy().into_owned();
+                if patterns
+                    .iter()
+                    .any(|p| shadow_profile::env_pattern_matches(p, &k))
+                {
+                    std::env::remove_var(&k);
+                }
+            }
+        }
+        if let Some(value) = annotations.and_then(|a| a.get(shadow_landlock::ANNOTATION)) {
             let policy = shadow_landlock::Policy::from_json(value)
                 .map_err(|e| ExecutorError::Other(e.to_string()))?;
             // Before the init shim forks: pid 1 and the payload share one Landlock domain, so
@@ -43,6 +59,23 @@ impl Executor for ShadowExecutor {
             shadow_landlock::enforce(&policy).map_err(|e| {
                 eprintln!("shadow-runtime: {e}");
                 ExecutorError::Other(e.to_string())
+            })?;
+        }
+        // A second seccomp filter (an agent profile's deny groups on an engine container),
+        // stacked on the spec's own: last, so nothing the runtime still does here is denied.
+        // Needs no-new-privileges (checked at create); fails closed.
+        if let Some(value) =
+            annotations.and_then(|a| a.get(shadow_profile::seccomp::STACKED_ANNOTATION))
+        {
+            let filter: oci_spec::runtime::LinuxSeccomp = serde_json::from_str(value)
+                .map_err(|e| ExecutorError::Other(format!("stacked seccomp filter: {e}")))?;
+            // An exec's process may not ask for it; the filter needs it (and the profile
+            // wants it): setuid programs gain nothing under it.
+            nix::sys::prctl::set_no_new_privs()
+                .map_err(|e| ExecutorError::Other(format!("no_new_privs: {e}")))?;
+            libcontainer::seccomp::initialize_seccomp(&filter).map_err(|e| {
+                eprintln!("shadow-runtime: stacked seccomp filter: {e}");
+                ExecutorError::Other(format!("stacked seccomp filter: {e}"))
             })?;
         }
         if self.init_shim {

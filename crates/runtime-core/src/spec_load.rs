@@ -154,6 +154,33 @@ pub fn validate(spec: &Spec, bundle: &Path, config_path: &Path) -> Result<PathBu
             )
         })?;
     }
+    if let Some(value) = spec
+        .annotations()
+        .as_ref()
+        .and_then(|a| a.get(shadow_profile::seccomp::STACKED_ANNOTATION))
+    {
+        let at = |e: &dyn std::fmt::Display| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{}: annotation {}: {e}",
+                    config_path.display(),
+                    shadow_profile::seccomp::STACKED_ANNOTATION
+                ),
+            )
+        };
+        serde_json::from_str::<oci_spec::runtime::LinuxSeccomp>(value).map_err(|e| at(&e))?;
+        // Installing a filter without CAP_SYS_ADMIN needs no_new_privs; a payload that kept
+        // its privileges would fail at exec, so say it now.
+        let nnp = spec
+            .process()
+            .as_ref()
+            .and_then(|p| p.no_new_privileges())
+            .unwrap_or(false);
+        if !nnp {
+            return Err(at(&"needs process.noNewPrivileges = true"));
+        }
+    }
     Ok(rootfs)
 }
 

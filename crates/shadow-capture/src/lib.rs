@@ -15,6 +15,7 @@
 //! summary and ends the session, after which `shadow diff`, `review`, `apply`, `--rollback` and
 //! `discard` work on it exactly as after `shadow run`.
 
+pub mod profile;
 pub mod request;
 pub mod rewrite;
 
@@ -26,8 +27,8 @@ use shadow_sandbox::session::{NewSession, ProcessRef};
 use shadow_sandbox::{ResourceLimits, Session, SessionState, Store};
 
 pub use request::{
-    request, Flags, Request, CAPTURE_ANNOTATION, PROFILE_ANNOTATION, SESSION_ANNOTATION,
-    STORE_ANNOTATION,
+    profile_request, request, Flags, Request, CAPTURE_ANNOTATION, PROFILE_ANNOTATION,
+    SESSION_ANNOTATION, STORE_ANNOTATION,
 };
 
 /// Profile name recorded for engine sessions: their policy is the engine's spec.

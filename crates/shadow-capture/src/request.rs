@@ -43,7 +43,7 @@ pub struct Request {
 
 /// The request of a container whose spec has `annotations`, started with `flags`; `None` when
 /// it asks for nothing. Disagreeing sources, a relative or `..` path, a spec that carries the
-/// runtime's own annotations and a profile (not supported for engine containers yet) are errors.
+/// runtime's own annotations are errors. (A profile is asked for separately: [`profile_request`].)
 pub fn request(
     annotations: Option<&HashMap<String, String>>,
     flags: &Flags,
@@ -67,13 +67,6 @@ pub fn request(
         (None, Some(f)) => Some(("--shadow-capture".to_string(), f)),
         (None, None) => None,
     };
-    if let Some(p) = ann.get(PROFILE_ANNOTATION).or(flags.profile.as_ref()) {
-        // Fail closed: a profile asked for and not applied would be a protection silently
-        // missing. Landlock alone can be had today through the run.shadow.landlock annotation.
-        return Err(Error(format!(
-            "agent profile {p:?} requested ({PROFILE_ANNOTATION} or --shadow-profile): applying profiles to engine containers is not supported yet; use the run.shadow.landlock annotation and the engine's own seccomp and limits"
-        )));
-    }
     let Some((source, path)) = capture else {
         if let Some(s) = &flags.store {
             return Err(Error(format!(
@@ -100,6 +93,21 @@ pub fn request(
         destination,
         store: flags.store.clone(),
     }))
+}
+
+/// The agent profile a container asks for (annotation or `--shadow-profile`), if any.
+pub fn profile_request(
+    annotations: Option<&HashMap<String, String>>,
+    flags: &Flags,
+) -> Result<Option<String>, Error> {
+    let a = annotations.and_then(|a| a.get(PROFILE_ANNOTATION));
+    match (a, &flags.profile) {
+        (Some(a), Some(f)) if a != f => Err(Error(format!(
+            "annotation {PROFILE_ANNOTATION}={a:?} and --shadow-profile={f:?} disagree"
+        ))),
+        (Some(a), _) => Ok(Some(a.clone())),
+        (None, f) => Ok(f.clone()),
+    }
 }
 
 /// `/a//b/./c/` → `/a/b/c`; `None` for relative paths, `..` and `/` itself.
@@ -196,8 +204,22 @@ mod tests {
             );
         }
         let a = ann(&[(CAPTURE_ANNOTATION, "/work"), (PROFILE_ANNOTATION, "codex")]);
-        assert!(err(request(Some(&a), &Flags::default()))
-            .starts_with("agent profile \"codex\" requested"));
+        assert!(request(Some(&a), &Flags::default()).unwrap().is_some());
+        assert_eq!(
+            profile_request(Some(&a), &Flags::default())
+                .unwrap()
+                .as_deref(),
+            Some("codex")
+        );
+        let f = Flags {
+            profile: Some("aider".into()),
+            ..Default::default()
+        };
+        assert_eq!(profile_request(None, &f).unwrap().as_deref(), Some("aider"));
+        assert_eq!(
+            profile_request(Some(&a), &f).unwrap_err().0,
+            "annotation run.shadow.profile=\"codex\" and --shadow-profile=\"aider\" disagree"
+        );
         let f = Flags {
             store: Some("/srv/shadow".into()),
             ..Default::default()

@@ -13,6 +13,22 @@ pub mod seccomp;
 pub use registry::{Registry, Source};
 pub use schema::{NetMode, Profile};
 
+/// Annotation carrying a profile's environment deny patterns (a JSON list of `NAME`,
+/// `PREFIX*`, `*SUFFIX`), which shadow-runtime's executor applies to every process it starts
+/// in the container, an `exec`'s included.
+pub const ENV_DENY_ANNOTATION: &str = "run.shadow.env-deny";
+
+/// Whether variable `name` matches `pattern` (`NAME`, `PREFIX*` or `*SUFFIX`).
+pub fn env_pattern_matches(pattern: &str, name: &str) -> bool {
+    if let Some(prefix) = pattern.strip_suffix('*') {
+        name.starts_with(prefix)
+    } else if let Some(suffix) = pattern.strip_prefix('*') {
+        name.ends_with(suffix)
+    } else {
+        pattern == name
+    }
+}
+
 /// An error in a profile file, with its position when it has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {

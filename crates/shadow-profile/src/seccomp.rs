@@ -181,6 +181,14 @@ pub fn rules(groups: &[Group]) -> Vec<LinuxSyscall> {
     out
 }
 
+/// Annotation carrying a second seccomp filter (a `linux.seccomp` object as JSON) that
+/// shadow-runtime's executor stacks on top of the spec's own, right before the payload's exec.
+/// Used for agent profiles applied to engine containers: the engine's filter (Docker's default
+/// profile, an allowlist) stays exactly as it is, and the profile's deny rules are added by the
+/// kernel's own rule for stacked filters (the strictest answer wins), instead of by merging two
+/// rule sets with different defaults by hand.
+pub const STACKED_ANNOTATION: &str = "run.shadow.seccomp";
+
 /// `linux.seccomp` denying `groups` (None when there are none).
 /// A filter that allows everything (the base for rules added by others, e.g. exec audit).
 pub fn allow_default() -> LinuxSeccomp {
