@@ -204,6 +204,43 @@ struct World {
     cgroups: Vec<(String, bool)>,
     /// Named network namespaces (`/run/netns`) before the test.
     netns_before: Vec<String>,
+    /// State roots the engine gives shadow-runtime outside the test's directory (Podman as root
+    /// passes no --root; containerd's shim uses /run/containerd/runc/<namespace>), with what
+    /// they held before.
+    extra_roots: Vec<(PathBuf, Vec<String>)>,
+}
+
+/// shadow-runtime state roots under `dir` (recognised by their `.locks` directory) that still
+/// hold a container, a lock or an effective bundle.
+fn runtime_state_left(dir: &Path, depth: u32, roots: &mut u32) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = fs::read_dir(dir) else {
+        return out;
+    };
+    let entries: Vec<fs::DirEntry> = rd.flatten().collect();
+    if entries.iter().any(|e| e.file_name() == ".locks") {
+        *roots += 1;
+        for e in &entries {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n == ".locks" || n == ".bundles" {
+                for x in fs::read_dir(e.path()).into_iter().flatten().flatten() {
+                    out.push(format!("{}", x.path().display()));
+                }
+            } else if !n.starts_with(".probe-") {
+                out.push(format!("{}", e.path().display()));
+            }
+        }
+        return out;
+    }
+    if depth == 0 {
+        return out;
+    }
+    for e in entries {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(runtime_state_left(&e.path(), depth - 1, roots));
+        }
+    }
+    out
 }
 
 /// Named network namespaces (Podman pins its own under /run/netns).
@@ -231,7 +268,15 @@ impl World {
             path,
             cgroups: Vec::new(),
             netns_before: named_netns(),
+            extra_roots: Vec::new(),
         }
+    }
+
+    /// Also check state root `root` (outside the test's directory) at the end.
+    fn watch_root(&mut self, root: &str) {
+        let mut n = 0;
+        let before = runtime_state_left(Path::new(root), 0, &mut n);
+        self.extra_roots.push((PathBuf::from(root), before));
     }
 
     /// Everything the test left behind: processes and mounts that mention its directory
@@ -307,6 +352,27 @@ impl World {
     /// Tear down, then assert that no process and no mount mentions the directory.
     #[track_caller]
     fn finish_clean(mut self) {
+        // Before the directory goes: the runtime's state roots in it (each engine points
+        // shadow-runtime's --root somewhere under it) hold no container any more.
+        let mut roots = 0;
+        let mut state = runtime_state_left(&self.path, 6, &mut roots);
+        for (root, before) in &self.extra_roots {
+            state.extend(
+                runtime_state_left(root, 0, &mut roots)
+                    .into_iter()
+                    .filter(|x| !before.contains(x)),
+            );
+        }
+        assert!(
+            roots > 0,
+            "no shadow-runtime state root under {}",
+            self.path.display()
+        );
+        assert!(
+            state.is_empty(),
+            "runtime state left behind:\n  {}",
+            state.join("\n  ")
+        );
         self.teardown();
         let dir = self.path.to_string_lossy().to_string();
         let t0 = Instant::now();
@@ -354,6 +420,7 @@ fn podman_runs_containers_with_shadow_runtime() {
     let mut w = World::new("pm-");
     // Podman's cgroupfs parent; every container's cgroup must be gone after `rm`.
     w.cgroups.push(("libpod_parent".into(), false));
+    w.watch_root("/run/shadow-runtime");
     let conf = w.path.join("containers.conf");
     fs::write(
         &conf,
@@ -1129,6 +1196,7 @@ fn containerd_runs_containers_with_shadow_runtime() {
     let ns = unique("shadow-itest");
     // containerd puts a container's cgroup at /<namespace>/<id>.
     w.cgroups.push((ns.clone(), true));
+    w.watch_root(&format!("/run/containerd/runc/{ns}"));
     let ctr_base = ["-a", &sock, "--namespace", &ns];
     let probe: Vec<&str> = ["5", "ctr"]
         .into_iter()
