@@ -208,3 +208,28 @@ fn exec_missing_binary_fails_cleanly() {
     assert_eq!(ctx.status(&id), "running");
     finish(&ctx, &id);
 }
+
+/// An exec'd process is held by the container's seccomp filter like its init (libcontainer
+/// 0.7's tenant path drops `linux.seccomp`; the executor installs it).
+#[test]
+fn exec_gets_the_containers_seccomp_filter() {
+    let mut ctx = Ctx::new("execsec", &["sleep", "60"]);
+    ctx.spec["process"]["noNewPrivileges"] = json!(true);
+    ctx.spec["linux"]["seccomp"] = json!({"defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]});
+    ctx.write_spec();
+    let id = ctx.id("c");
+    ctx.run_detached(&id);
+    let o = ctx.rt(&[
+        "exec",
+        &id,
+        "sh",
+        "-c",
+        "mkdir /tmp/d; echo mkdir=$?; grep -E '^Seccomp(_filters)?:' /proc/self/status",
+    ]);
+    assert_eq!(o.code(), Some(0), "{o}");
+    assert!(o.stdout.contains("mkdir=1\n"), "{o}");
+    assert!(o.stdout.contains("Seccomp:\t2\n"), "{o}");
+    assert!(o.stdout.contains("Seccomp_filters:\t1\n"), "{o}");
+    finish(&ctx, &id);
+}

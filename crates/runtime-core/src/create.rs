@@ -155,6 +155,7 @@ fn build(
         no_new_keyring: o.no_new_keyring,
         init_shim: o.init_shim,
         annotations: None,
+        exec_seccomp: None,
     };
     ContainerBuilder::new(o.id.clone(), SyscallType::default())
         .with_executor(executor)

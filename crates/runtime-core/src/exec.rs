@@ -166,6 +166,22 @@ pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
         ));
     }
     let cfg_spec = prepare::spec_as_created(&root, &c)?;
+    // The container's seccomp filter, installed by our executor (libcontainer's tenant path
+    // drops it). One that notifies a supervisor (exec audit) cannot be installed a second time:
+    // nobody would answer the new notify fd, so such an exec is refused.
+    let exec_seccomp = cfg_spec.linux().as_ref().and_then(|l| l.seccomp().clone());
+    if exec_seccomp.as_ref().is_some_and(|f| {
+        f.default_action() == oci_spec::runtime::LinuxSeccompAction::ScmpActNotify
+            || f.syscalls()
+                .iter()
+                .flatten()
+                .any(|r| r.action() == oci_spec::runtime::LinuxSeccompAction::ScmpActNotify)
+    }) {
+        return Err(Error::invalid(format!(
+            "cannot exec in container {}: its seccomp filter notifies a supervisor (exec audit), which serves only the container's own processes",
+            o.id
+        )));
+    }
     let process = match &o.process {
         Some(f) => {
             let f = root::absolute(f)?;
@@ -220,6 +236,7 @@ pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
     let built = ContainerBuilder::new(o.id.clone(), SyscallType::default())
         .with_executor(ShadowExecutor {
             annotations: cfg_spec.annotations().clone(),
+            exec_seccomp: exec_seccomp.clone(),
             ..Default::default()
         })
         .with_root_path(&root)

@@ -29,12 +29,36 @@ pub struct ShadowExecutor {
     /// it ran (an engine container's profile: Landlock, stacked seccomp, environment), and an
     /// exec'd process must be held by the same rules as the init.
     pub annotations: Option<std::collections::HashMap<String, String>>,
+    /// For an `exec`: the container's own seccomp filter. libcontainer 0.7's tenant path
+    /// rebuilds `linux` without `seccomp`, so without this an exec'd process (`docker exec`)
+    /// would run with no filter at all.
+    pub exec_seccomp: Option<oci_spec::runtime::LinuxSeccomp>,
+}
+
+/// Installs a seccomp filter from the executor, where capabilities are already dropped: it
+/// needs no_new_privs unless CAP_SYS_ADMIN is left, so no_new_privs is set (a setuid program
+/// run by that process then gains nothing, which is the safe side).
+fn install_filter(
+    what: &str,
+    filter: &oci_spec::runtime::LinuxSeccomp,
+) -> Result<(), ExecutorError> {
+    nix::sys::prctl::set_no_new_privs()
+        .map_err(|e| ExecutorError::Other(format!("no_new_privs: {e}")))?;
+    libcontainer::seccomp::initialize_seccomp(filter).map_err(|e| {
+        eprintln!("shadow-runtime: {what}: {e}");
+        ExecutorError::Other(format!("{what}: {e}"))
+    })?;
+    Ok(())
 }
 
 impl Executor for ShadowExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
         if !self.no_new_keyring && !denies_keyctl(spec) {
             join_new_session_keyring()?;
+        }
+        if let Some(filter) = &self.exec_seccomp {
+            // First, as libcontainer does for an init: the rest may not be able to undo it.
+            install_filter("the container's seccomp filter", filter)?;
         }
         let annotations = self.annotations.as_ref().or(spec.annotations().as_ref());
         if let Some(value) = annotations.and_then(|a| a.get(shadow_profile::ENV_DENY_ANNOTATION)) {
@@ -69,14 +93,7 @@ impl Executor for ShadowExecutor {
         {
             let filter: oci_spec::runtime::LinuxSeccomp = serde_json::from_str(value)
                 .map_err(|e| ExecutorError::Other(format!("stacked seccomp filter: {e}")))?;
-            // An exec's process may not ask for it; the filter needs it (and the profile
-            // wants it): setuid programs gain nothing under it.
-            nix::sys::prctl::set_no_new_privs()
-                .map_err(|e| ExecutorError::Other(format!("no_new_privs: {e}")))?;
-            libcontainer::seccomp::initialize_seccomp(&filter).map_err(|e| {
-                eprintln!("shadow-runtime: stacked seccomp filter: {e}");
-                ExecutorError::Other(format!("stacked seccomp filter: {e}"))
-            })?;
+            install_filter("stacked seccomp filter", &filter)?;
         }
         if self.init_shim {
             let spec = spec.clone();
