@@ -127,3 +127,19 @@ fn an_interrupted_capped_run_is_recovered_from_its_image() {
     p.ok(&["discard", &id]);
     assert!(!dir.exists());
 }
+
+#[test]
+fn a_sparse_file_does_not_fill_the_host_when_copied_out() {
+    let p = Project::new("disk-sparse");
+    let o = p.run_with(&["--disk", "16M"], "truncate -s 1T huge && echo made");
+    assert_eq!(o.stdout, "made\n", "{o}");
+    let id = p.session_ids().pop().unwrap();
+    let m = std::fs::metadata(p.session_dir(&id).join("upper/huge")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(m.len(), 1 << 40);
+    assert!(
+        m.blocks() * 512 < 1 << 20,
+        "{} blocks on the host",
+        m.blocks()
+    );
+}

@@ -86,6 +86,8 @@ impl Disk {
                 format!("a disk cap must be at least {} MiB", MIN_SIZE >> 20),
             ));
         }
+        // Canonical: is_mounted compares with mountinfo, which shows resolved paths.
+        let session_dir = std::fs::canonicalize(session_dir)?;
         let d = Disk {
             image: session_dir.join(IMAGE),
             dir: session_dir.join(MOUNT),
@@ -120,6 +122,7 @@ impl Disk {
 
     /// The disk of a session whose run did not finish (its image is still there).
     pub fn existing(session_dir: &Path) -> Option<Disk> {
+        let session_dir = std::fs::canonicalize(session_dir).ok()?;
         let image = session_dir.join(IMAGE);
         image.is_file().then(|| Disk {
             image,

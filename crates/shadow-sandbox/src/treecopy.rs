@@ -54,7 +54,16 @@ pub fn copy_upper(src: &Path, dest: &Path) -> io::Result<Copied> {
             c.entries += 1;
             continue;
         }
-        if m.nlink() > 1 && !ft.is_dir() {
+        let copyable = ft.is_file()
+            || ft.is_symlink()
+            || ft.is_fifo()
+            || ft.is_socket()
+            || (ft.is_char_device() && m.rdev() == 0);
+        if !copyable {
+            c.skipped_devices += 1;
+            continue;
+        }
+        if m.nlink() > 1 {
             if let Some(first) = links.get(&(m.dev(), m.ino())) {
                 std::fs::hard_link(first, &to)?;
                 c.entries += 1;
@@ -74,8 +83,7 @@ pub fn copy_upper(src: &Path, dest: &Path) -> io::Result<Copied> {
         } else if ft.is_socket() {
             rustix::fs::mknodat(CWD, &to, FileType::Socket, mode, 0).map_err(rio)?;
         } else {
-            c.skipped_devices += 1;
-            continue;
+            unreachable!("checked as copyable above");
         }
         copy_meta(entry.path(), &to, &m)?;
         c.entries += 1;
@@ -87,13 +95,53 @@ pub fn copy_upper(src: &Path, dest: &Path) -> io::Result<Copied> {
     Ok(c)
 }
 
+/// Copies the data regions only (SEEK_DATA/SEEK_HOLE), so a sparse file stays sparse: threat,
+/// a sandbox capped at 16 MiB that runs `truncate -s 10T f` must not make this copy write 10 TiB
+/// into the store. What lands on the host is bounded by what the image really held.
 fn copy_file(from: &Path, to: &Path) -> io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::fd::AsRawFd;
     let mut r = std::fs::File::open(from)?;
     let mut w = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(to)?;
-    io::copy(&mut r, &mut w)
+    let len = r.metadata()?.len();
+    let mut copied = 0u64;
+    let mut pos: i64 = 0;
+    let mut buf = vec![0u8; 1 << 16];
+    while (pos as u64) < len {
+        // SAFETY: lseek on a file we own; no memory is passed.
+        let data = unsafe { libc::lseek(r.as_raw_fd(), pos, libc::SEEK_DATA) };
+        if data < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENXIO) {
+                break; // only a hole is left
+            }
+            return Err(e);
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(r.as_raw_fd(), data, libc::SEEK_HOLE) };
+        if hole < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        r.seek(SeekFrom::Start(data as u64))?;
+        w.seek(SeekFrom::Start(data as u64))?;
+        let mut left = (hole - data) as u64;
+        while left > 0 {
+            let want = left.min(buf.len() as u64) as usize;
+            let n = r.read(&mut buf[..want])?;
+            if n == 0 {
+                break;
+            }
+            w.write_all(&buf[..n])?;
+            left -= n as u64;
+            copied += n as u64;
+        }
+        pos = hole;
+    }
+    w.set_len(len)?;
+    Ok(copied)
 }
 
 /// Owner, mode, xattrs and (for non-directories) times, without following a symlink.
@@ -238,6 +286,29 @@ mod tests {
         let mut v = [0u8; 8];
         let n = rustix::fs::lgetxattr(dst.join("dir"), "user.overlay.opaque", &mut v[..]).unwrap();
         assert_eq!(&v[..n], b"y");
+    }
+
+    #[test]
+    fn a_sparse_file_stays_sparse() {
+        let d = tempfile::tempdir().unwrap();
+        let (src, dst) = (d.path().join("src"), d.path().join("dst"));
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::create_dir(&dst).unwrap();
+        let f = std::fs::File::create(src.join("huge")).unwrap();
+        f.set_len(1 << 40).unwrap(); // 1 TiB, all hole
+        use std::os::unix::fs::FileExt;
+        f.write_at(b"tail", (1 << 40) - 4).unwrap();
+        let c = copy_upper(&src, &dst).unwrap();
+        assert!(c.bytes < 1 << 20, "copied {} bytes", c.bytes);
+        let m = std::fs::metadata(dst.join("huge")).unwrap();
+        assert_eq!(m.len(), 1 << 40);
+        assert!(m.blocks() * 512 < 1 << 20, "{} blocks", m.blocks());
+        let mut tail = [0u8; 4];
+        std::fs::File::open(dst.join("huge"))
+            .unwrap()
+            .read_exact_at(&mut tail, (1 << 40) - 4)
+            .unwrap();
+        assert_eq!(&tail, b"tail");
     }
 
     #[test]
