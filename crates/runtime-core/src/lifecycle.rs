@@ -41,6 +41,8 @@ pub fn start(g: &Globals, id: &str) -> Result<()> {
 /// `kill ID [SIGNAL] [--all]`.
 pub fn kill(g: &Globals, id: &str, sig: &str, all: bool) -> Result<()> {
     let sig = signal::parse_or_zero(sig)?;
+    // Rootless on a v1 host: the same cgroup view as at create (`kill --all` reads the cgroup).
+    crate::rootless_cgroups::prepare(&oci_spec::runtime::Spec::default())?;
     let root = root::existing(&g.root)?;
     let _lock = ContainerLock::acquire_existing(&root, id)?;
     let mut c = container::load(&root, id)?;
@@ -120,6 +122,9 @@ pub fn delete_stale(g: &Globals, id: &str) -> Result<()> {
 
 /// `delete ID [--force]`.
 pub fn delete(g: &Globals, id: &str, force: bool) -> Result<()> {
+    // Rootless on a v1 host: the same cgroup view as at create, or libcontainer's v1 manager
+    // fails on a cgroup that was never made (a created container could not be deleted).
+    crate::rootless_cgroups::prepare(&oci_spec::runtime::Spec::default())?;
     let root = root::existing(&g.root)?;
     crate::id::validate(id)?;
     let lock = ContainerLock::acquire_existing(&root, id)?;

@@ -81,6 +81,17 @@ pub fn apply(
             )))
         }
     }
+    // Hooks that run inside the container before the executor would escape every rule here.
+    if let Some(h) = spec.hooks() {
+        let inside = h.create_container().as_ref().is_some_and(|v| !v.is_empty())
+            || h.start_container().as_ref().is_some_and(|v| !v.is_empty());
+        if inside {
+            return Err(Error(format!(
+                "profile {:?}: the spec has createContainer or startContainer hooks, which run inside the container before the profile applies",
+                p.name
+            )));
+        }
+    }
     let mut done = Vec::new();
     let mut ann = ann;
 
@@ -169,6 +180,8 @@ fn limit(r: &mut LinuxResources, p: &Profile) -> Option<String> {
             .memory()
             .unwrap_or_else(|| LinuxMemoryBuilder::default().build().expect("no fields"));
         mem.set_limit(Some(want));
+        // No swap beyond the limit (as `shadow run`): a runaway is stopped, not paged out.
+        mem.set_swap(Some(want));
         r.set_memory(Some(mem));
         what.push(format!("memory {want}"));
     }

@@ -48,15 +48,21 @@ fn plan(flags: &Flags, o: &core::create::CreateOptions) -> core::Result<Option<P
             .map_err(|e| {
                 core::Error::invalid(format!("{}: {e}", shadow_capture::PROFILE_ANNOTATION))
             })?;
-        let own_netns = spec
+        // A new namespace of its own; one joined by path is someone else's, who can add
+        // interfaces after our check, so it counts as connected.
+        let netns = spec
             .linux()
             .as_ref()
             .and_then(|l| l.namespaces().as_ref())
-            .is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::Network));
-        let view = if own_netns {
-            NetView::LoopbackOnly
-        } else {
-            NetView::Host
+            .and_then(|ns| {
+                ns.iter()
+                    .find(|n| n.typ() == LinuxNamespaceType::Network)
+                    .cloned()
+            });
+        let view = match netns {
+            None => NetView::Host,
+            Some(n) if n.path().is_some() => NetView::Connected,
+            Some(_) => NetView::LoopbackOnly,
         };
         let dest = req.as_ref().map(|r| r.destination.clone());
         let done =
@@ -87,7 +93,23 @@ fn interfaces_besides_lo(pid: i32) -> core::Result<Vec<String>> {
         .lines()
         .skip(2)
         .filter_map(|l| l.split(':').next().map(|n| n.trim().to_string()))
-        .filter(|n| !n.is_empty() && n != "lo")
+        // Every new namespace gets the fallback devices of loaded tunnel modules (down, no
+        // address, no route): not a way out.
+        .filter(|n| {
+            !n.is_empty()
+                && !matches!(
+                    n.as_str(),
+                    "lo" | "tunl0"
+                        | "sit0"
+                        | "ip6tnl0"
+                        | "gre0"
+                        | "gretap0"
+                        | "erspan0"
+                        | "ip_vti0"
+                        | "ip6_vti0"
+                        | "ip6gre0"
+                )
+        })
         .collect())
 }
 
