@@ -421,20 +421,7 @@ fn podman_runs_containers_with_shadow_runtime() {
     // Podman's cgroupfs parent; every container's cgroup must be gone after `rm`.
     w.cgroups.push(("libpod_parent".into(), false));
     w.watch_root("/run/shadow-runtime");
-    let conf = w.path.join("containers.conf");
-    fs::write(
-        &conf,
-        format!(
-            "[containers]\n\
-             default_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\
-             [engine]\n\
-             runtime_supports_json = [\"crun\", \"runc\", \"shadow-runtime\"]\n\
-             [engine.runtimes]\n\
-             shadow-runtime = [{:?}]\n",
-            rt.to_string_lossy()
-        ),
-    )
-    .unwrap();
+    let conf = podman_conf(&w.path, &rt);
     w.env
         .push(("CONTAINERS_CONF".into(), conf.to_string_lossy().to_string()));
     let (root, runroot, tmpdir) = (w.p("root"), w.p("runroot"), w.p("tmp"));
@@ -1272,6 +1259,26 @@ fn containerd_runs_containers_with_shadow_runtime() {
     w.finish_clean();
 }
 
+/// `dir/containers.conf` registering `rt` as `shadow-runtime` (with its errors shown, and the
+/// ulimits this host allows).
+fn podman_conf(dir: &Path, rt: &Path) -> PathBuf {
+    let conf = dir.join("containers.conf");
+    fs::write(
+        &conf,
+        format!(
+            "[containers]\n\
+             default_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\
+             [engine]\n\
+             runtime_supports_json = [\"crun\", \"runc\", \"shadow-runtime\"]\n\
+             [engine.runtimes]\n\
+             shadow-runtime = [{:?}]\n",
+            rt.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    conf
+}
+
 /// Single-quoted for sh.
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
@@ -1293,20 +1300,7 @@ fn rootless_podman_runs_containers_with_shadow_runtime() {
     // The user's own copy of the runtime (the build tree need not be readable to it).
     let rt = d.join("shadow-runtime");
     fs::copy(runtime(), &rt).unwrap();
-    let conf = d.join("containers.conf");
-    fs::write(
-        &conf,
-        format!(
-            "[containers]\n\
-             default_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\
-             [engine]\n\
-             runtime_supports_json = [\"crun\", \"runc\", \"shadow-runtime\"]\n\
-             [engine.runtimes]\n\
-             shadow-runtime = [{:?}]\n",
-            rt.to_string_lossy()
-        ),
-    )
-    .unwrap();
+    let conf = podman_conf(&d, &rt);
     let tar = rootfs_tar(&d, "bb.tar");
     fs::create_dir_all(d.join("xdg")).unwrap();
     run(
@@ -1423,6 +1417,23 @@ fn rootless_podman_runs_containers_with_shadow_runtime() {
     ])
     .ok();
     assert_eq!(r.stdout.trim(), "/dev/pts/0", "{r}");
+    // Created (the runtime's create ran), never started, removed: the runtime's delete must
+    // cope without the cgroup view create switched to (it did not before).
+    let name = unique("pr");
+    pm(&[
+        "create",
+        "--name",
+        &name,
+        "--network",
+        "none",
+        "localhost/bb:1",
+        "true",
+    ])
+    .ok();
+    pm(&["init", &name]).ok();
+    let r = pm(&["inspect", "-f", "{{.State.Status}}", &name]).ok();
+    assert_eq!(r.stdout.trim(), "initialized", "{r}");
+    pm(&["rm", "-f", &name]).ok();
     let r = pm(&["ps", "-a", "-q"]).ok();
     assert_eq!(r.stdout.trim(), "", "{r}");
     w.finish_clean();

@@ -62,15 +62,13 @@ impl Executor for ShadowExecutor {
         }
         let annotations = self.annotations.as_ref().or(spec.annotations().as_ref());
         if let Some(value) = annotations.and_then(|a| a.get(shadow_profile::ENV_DENY_ANNOTATION)) {
-            // A profile's environment deny patterns, also over what an exec brings along.
-            let patterns: Vec<String> = serde_json::from_str(value)
-                .map_err(|e| ExecutorError::Other(format!("environment deny list: {e}")))?;
+            // A profile's environment rule, also over what an exec brings along. Names are
+            // compared as bytes would be: one that is not UTF-8 matches no pattern, but no
+            // profile pattern names such a variable either.
+            let rule: shadow_profile::EnvDeny = serde_json::from_str(value)
+                .map_err(|e| ExecutorError::Other(format!("environment rule: {e}")))?;
             for (k, _) in std::env::vars_os() {
-                let k = k.to_string_lossy().into_owned();
-                if patterns
-                    .iter()
-                    .any(|p| shadow_profile::env_pattern_matches(p, &k))
-                {
+                if k.to_str().is_some_and(|k| rule.denies(k)) {
                     std::env::remove_var(&k);
                 }
             }

@@ -41,8 +41,10 @@ pub fn start(g: &Globals, id: &str) -> Result<()> {
 /// `kill ID [SIGNAL] [--all]`.
 pub fn kill(g: &Globals, id: &str, sig: &str, all: bool) -> Result<()> {
     let sig = signal::parse_or_zero(sig)?;
-    // Rootless on a v1 host: the same cgroup view as at create (`kill --all` reads the cgroup).
-    crate::rootless_cgroups::prepare(&oci_spec::runtime::Spec::default())?;
+    // Rootless on a v1 host: the same cgroup view as at create. There the container has no
+    // cgroup of its own to list processes from, so `--all` signals the init (see below).
+    let no_cgroup = crate::rootless_cgroups::prepare(&oci_spec::runtime::Spec::default())?;
+    let all = all && !no_cgroup;
     let root = root::existing(&g.root)?;
     let _lock = ContainerLock::acquire_existing(&root, id)?;
     let mut c = container::load(&root, id)?;
@@ -124,7 +126,7 @@ pub fn delete_stale(g: &Globals, id: &str) -> Result<()> {
 pub fn delete(g: &Globals, id: &str, force: bool) -> Result<()> {
     // Rootless on a v1 host: the same cgroup view as at create, or libcontainer's v1 manager
     // fails on a cgroup that was never made (a created container could not be deleted).
-    crate::rootless_cgroups::prepare(&oci_spec::runtime::Spec::default())?;
+    let no_cgroup = crate::rootless_cgroups::prepare(&oci_spec::runtime::Spec::default())?;
     let root = root::existing(&g.root)?;
     crate::id::validate(id)?;
     let lock = ContainerLock::acquire_existing(&root, id)?;
@@ -151,6 +153,11 @@ pub fn delete(g: &Globals, id: &str, force: bool) -> Result<()> {
             ),
         ));
     }
+    if no_cgroup && c.status() != ContainerStatus::Stopped {
+        // libcontainer kills a created (or forced) container through its cgroup's process
+        // list, and this container has no cgroup: end its init instead and wait for it.
+        kill_init_and_wait(&mut c, id)?;
+    }
     if let Err(e) = c.delete(force) {
         // libcontainer stops at a failing poststop hook after the container is already gone
         // (processes killed, cgroup removed) but before its state directory is removed. The
@@ -173,6 +180,31 @@ pub fn delete(g: &Globals, id: &str, force: bool) -> Result<()> {
     }
     let _ = std::fs::remove_dir_all(prepare::effective_bundle_dir(&root, id));
     lock.remove();
+    Ok(())
+}
+
+/// SIGKILL a container's init and wait (up to 10 s) until it is gone or a zombie. The init is
+/// pid 1 of the container's pid namespace, so the kernel ends every process in it; a container
+/// sharing a pid namespace with its host keeps its other processes, as with runc when it has no
+/// cgroup to go by, and the runtime says so.
+fn kill_init_and_wait(c: &mut libcontainer::container::Container, id: &str) -> Result<()> {
+    let Some(pid) = c.pid() else { return Ok(()) };
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+    if ns(&pid.to_string()).is_some_and(|n| Some(n) == ns("self")) {
+        tracing::warn!("container {id} shares the runtime's pid namespace and has no cgroup: only its init is killed");
+    }
+    c.kill(nix::sys::signal::Signal::SIGKILL, false)
+        .map_err(|e| Error::from_libcontainer(format!("kill container {id}"), &e))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while nix::sys::signal::kill(pid, None).is_ok() && !is_zombie(pid.as_raw()) {
+        if std::time::Instant::now() > deadline {
+            return Err(Error::new(
+                ErrorKind::InvalidState,
+                format!("container \"{id}\": init {pid} did not die after SIGKILL"),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     Ok(())
 }
 

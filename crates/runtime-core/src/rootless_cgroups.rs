@@ -112,7 +112,15 @@ pub fn prepare(spec: &Spec) -> Result<bool> {
     let fail = |what: &str, e: nix::Error| Error::invalid(format!("rootless cgroups: {what}: {e}"));
     unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWCGROUP)
         .map_err(|e| fail("new mount and cgroup namespaces", e))?;
-    // Nothing mounted here may propagate to the caller's mount namespace.
+    readonly_cgroup2_view().map_err(|(what, e)| fail(what, e))?;
+    Ok(true)
+}
+
+/// In a mount and cgroup namespace of the caller's own (already entered): makes every mount
+/// private, so nothing propagates back to the parent namespace, and mounts this cgroup
+/// namespace's cgroup2 read-only over `/sys/fs/cgroup`. Shared with `shadow run`'s rootless
+/// mode. On error: which step, and the errno.
+pub fn readonly_cgroup2_view() -> std::result::Result<(), (&'static str, nix::Error)> {
     mount(
         None::<&str>,
         "/",
@@ -120,7 +128,7 @@ pub fn prepare(spec: &Spec) -> Result<bool> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| fail("make mounts private", e))?;
+    .map_err(|e| ("make mounts private", e))?;
     mount(
         Some("cgroup2"),
         "/sys/fs/cgroup",
@@ -128,8 +136,7 @@ pub fn prepare(spec: &Spec) -> Result<bool> {
         MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None::<&str>,
     )
-    .map_err(|e| fail("mount a read-only cgroup2 view", e))?;
-    Ok(true)
+    .map_err(|e| ("mount a read-only cgroup2 view", e))
 }
 
 #[cfg(test)]

@@ -136,20 +136,13 @@ pub struct EnvPlan {
     pub set: Vec<(String, String)>,
 }
 
-fn pattern_matches(pattern: &str, name: &str) -> bool {
-    if let Some(prefix) = pattern.strip_suffix('*') {
-        name.starts_with(prefix)
-    } else if let Some(suffix) = pattern.strip_prefix('*') {
-        name.ends_with(suffix)
-    } else {
-        pattern == name
-    }
-}
-
 /// Whether `name` is denied: a deny pattern matches it and it is not allowed by its exact name
 /// (a profile naming `ANTHROPIC_AUTH_TOKEN` outright wins over the default's `*_TOKEN`).
 pub fn env_denied(plan: &EnvPlan, name: &str, exact_allow: &[String]) -> bool {
-    plan.deny.iter().any(|d| pattern_matches(d, name)) && !exact_allow.iter().any(|a| a == name)
+    plan.deny
+        .iter()
+        .any(|d| shadow_profile::env_pattern_matches(d, name))
+        && !exact_allow.iter().any(|a| a == name)
 }
 
 /// The environment plan of a profile.

@@ -13,7 +13,6 @@
 
 use std::fs;
 
-use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 
 use crate::Failure;
@@ -31,21 +30,7 @@ pub fn enter(uid: u32, gid: u32) -> Result<(), Failure> {
     fs::write("/proc/self/uid_map", format!("0 {uid} 1")).map_err(|e| fail("write uid_map", &e))?;
     fs::write("/proc/self/gid_map", format!("0 {gid} 1")).map_err(|e| fail("write gid_map", &e))?;
     // Nothing we mount may propagate back to the host's mount namespace.
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(|e| fail("make mounts private", &e))?;
-    mount(
-        Some("cgroup2"),
-        "/sys/fs/cgroup",
-        Some("cgroup2"),
-        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        None::<&str>,
-    )
-    .map_err(|e| fail("mount a read-only cgroup2 view", &e))?;
+    shadow_runtime_core::rootless_cgroups::readonly_cgroup2_view()
+        .map_err(|(what, e)| fail(what, &e))?;
     Ok(())
 }
