@@ -138,3 +138,75 @@ fn a_stacked_seccomp_filter_denies_its_calls() {
     assert!(o.stderr.contains("annotation run.shadow.seccomp:"), "{o}");
     ctx.assert_clean();
 }
+
+/// A denied path the spec masks (`linux.maskedPaths`: /dev/null over a file, an empty tmpfs over
+/// a directory) is not carved out of its parent's grant: the mask already hides it, and a
+/// Landlock-restricted process cannot unmount it. Observable: a new file can be created next to
+/// the masked paths (a carve would have made the parent list-only), the masks read empty, and
+/// `umount` fails even with CAP_SYS_ADMIN and no seccomp filter. The control run, without the
+/// policy, unmounts the mask and reads the secret: the test measures Landlock, not the mount.
+#[test]
+fn a_masked_denied_path_is_not_carved_and_its_mask_cannot_be_removed() {
+    let script = "cat /data/secret; echo cat=$?; ls /data/keys; echo ls=$?; \
+                  echo new > /data/new && cat /data/new; \
+                  umount /data/secret; echo um=$?; umount /data/keys; echo umk=$?; \
+                  cat /data/secret; ls /data/keys";
+    let run = |tag: &str, policy: Option<serde_json::Value>| {
+        let mut ctx = Ctx::new(tag, &["sh", "-c", script]);
+        let data = ctx.dir().join("data");
+        std::fs::create_dir_all(data.join("keys")).unwrap();
+        std::fs::write(data.join("secret"), "hunter2\n").unwrap();
+        std::fs::write(data.join("keys/id_ed25519"), "PRIVATE KEY\n").unwrap();
+        std::fs::create_dir_all(ctx.rootfs.join("data")).unwrap();
+        ctx.spec["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/data", "type": "bind",
+                         "source": data, "options": ["rbind", "rw"]}));
+        ctx.spec["linux"]["maskedPaths"] = json!(["/data/secret", "/data/keys"]);
+        for set in ["bounding", "effective", "permitted"] {
+            ctx.spec["process"]["capabilities"][set]
+                .as_array_mut()
+                .unwrap()
+                .push(json!("CAP_SYS_ADMIN"));
+        }
+        ctx.spec["process"]["noNewPrivileges"] = json!(true);
+        if let Some(p) = policy {
+            ctx.spec["annotations"] = json!({"run.shadow.landlock": p.to_string()});
+        }
+        ctx.write_spec();
+        let o = ctx.rt(&["run", &ctx.id("c")]);
+        ctx.assert_clean();
+        o
+    };
+    let o = run(
+        "llmask",
+        Some(
+            json!({"version": 1, "read_only": ["/"], "read_write": ["/data", "/dev"],
+                    "deny": ["/data/secret", "/data/keys"]}),
+        ),
+    );
+    assert_eq!(o.code(), Some(0), "{o}");
+    assert!(o.stdout.contains("cat=0\n"), "{o}");
+    assert!(o.stdout.contains("ls=0\n"), "{o}");
+    assert!(
+        o.stdout.contains("new\n"),
+        "a carve would have refused the new file: {o}"
+    );
+    assert!(
+        o.stdout.contains("um=1\n") && o.stdout.contains("umk=1\n"),
+        "{o}"
+    );
+    assert!(o.stderr.contains("Operation not permitted"), "{o}");
+    assert!(
+        !o.stdout.contains("hunter2") && !o.stdout.contains("id_ed25519"),
+        "{o}"
+    );
+
+    let o = run("llmaskctl", None);
+    assert!(o.stdout.contains("um=0\n"), "{o}");
+    assert!(
+        o.stdout.contains("hunter2") && o.stdout.contains("id_ed25519"),
+        "{o}"
+    );
+}

@@ -77,3 +77,18 @@ fn plan_carves_denied_paths_out_of_grants() {
     p.deny.clear();
     assert_eq!(plan(&p).len(), 1);
 }
+
+#[test]
+fn only_a_mount_showing_nothing_counts_as_masked() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("secret");
+    std::fs::write(&f, "").unwrap();
+    // An empty file that is not a mount root, an empty directory, a missing path.
+    assert_eq!(masked(&f), Some(false));
+    assert_eq!(masked(d.path()), Some(false));
+    assert_eq!(masked(&d.path().join("missing")), None);
+    assert_eq!(masked(&f.join("below-a-file")), None);
+    // /dev/null itself is not a mount root here (the real masks are tested through the
+    // runtime, in tests/tests/runtime_landlock.rs).
+    assert_eq!(masked(Path::new("/dev/null")), Some(false));
+}
