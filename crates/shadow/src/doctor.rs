@@ -525,6 +525,46 @@ pub fn cgroup_check(layout: CgroupLayout, access: &CgroupAccess, root: bool) -> 
     }
 }
 
+/// Whether any cgroup hierarchy is mounted with `favordynmods`, from `/proc/self/mountinfo`.
+/// The flag belongs to the kernel's one `cgroup_threadgroup_rwsem`, so one such mount (v1 or
+/// v2) is enough for every migration.
+pub fn favordynmods_in(mountinfo: &str) -> bool {
+    mountinfo.lines().any(|l| {
+        // "... - FSTYPE SOURCE SUPER_OPTIONS"
+        let Some((_, tail)) = l.split_once(" - ") else {
+            return false;
+        };
+        let mut f = tail.split_whitespace();
+        let fstype = f.next().unwrap_or_default();
+        let opts = f.nth(1).unwrap_or_default();
+        (fstype == "cgroup" || fstype == "cgroup2") && opts.split(',').any(|o| o == "favordynmods")
+    })
+}
+
+/// Cgroup migration latency: putting each sandbox's init into its cgroup takes the kernel's
+/// cgroup threadgroup lock for writing, which waits for an RCU grace period unless a hierarchy
+/// is mounted with `favordynmods` (measured here: 5–17 ms per move without, 0.4 ms with; runc
+/// and crun pay it too). Speed only, never a failure.
+pub fn cgroup_migration_check(cgroups_used: bool, mountinfo: &str) -> Check {
+    const NAME: &str = "cgroups.migration";
+    if !cgroups_used {
+        return Check::ok(NAME, "no cgroups used here: nothing to move");
+    }
+    if favordynmods_in(mountinfo) {
+        return Check::ok(
+            NAME,
+            "favordynmods is set: moving a sandbox into its cgroup does not wait",
+        );
+    }
+    Check::warn(
+        NAME,
+        "each sandbox start waits for an RCU grace period to move its init into its cgroup \
+         (5-17 ms measured on a 2-vCPU VM); optional speed-up",
+        "mount -o remount,favordynmods /sys/fs/cgroup (v2) or /sys/fs/cgroup/unified (hybrid); \
+         it makes forks and exits slightly dearer, host-wide",
+    )
+}
+
 /// What the runtime probe found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeProbe {
@@ -1076,10 +1116,11 @@ pub fn run_checks() -> Result<Vec<Check>, Failure> {
     let (field, prctl) = probe_seccomp();
     checks.push(seccomp_check(field.as_deref(), prctl));
     checks.push(seccomp_notify_check(probe_seccomp_notify()));
-    checks.push(cgroup_check(
-        probe_cgroup_layout(),
-        &hostview::probe_cgroups(&user),
-        root,
+    let cgroup_access = hostview::probe_cgroups(&user);
+    checks.push(cgroup_check(probe_cgroup_layout(), &cgroup_access, root));
+    checks.push(cgroup_migration_check(
+        cgroup_access.is_usable(),
+        &std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default(),
     ));
     checks.push(runtime_check(&RuntimeProbe {
         libcontainer: shadow_runtime_core::LIBCONTAINER_VERSION.to_string(),
@@ -1246,6 +1287,21 @@ mod tests {
             cgroup_check(CgroupLayout::Missing, &u, true).status,
             Status::Warn
         );
+    }
+
+    #[test]
+    fn cgroup_migration() {
+        let plain = "35 25 0:30 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw\n\
+                     36 25 0:31 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n\
+                     37 25 0:32 / /mnt rw - ext4 /dev/sda1 rw,favordynmods\n";
+        assert!(!favordynmods_in(plain));
+        let c = cgroup_migration_check(true, plain);
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.fix.unwrap().contains("favordynmods"));
+        let fast = "35 25 0:30 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,favordynmods\n";
+        assert!(favordynmods_in(fast));
+        assert_eq!(cgroup_migration_check(true, fast).status, Status::Ok);
+        assert_eq!(cgroup_migration_check(false, plain).status, Status::Ok);
     }
 
     #[test]
