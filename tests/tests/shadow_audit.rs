@@ -251,21 +251,37 @@ fn landlock_denials_come_from_kernel_audit() {
     }
     let _audit = AuditOn::new();
     // Three sandboxes at once, each denied something else: each log holds its own denial only.
+    // Two are denied by the sandbox's own domain: a profile that allows TCP connects to port 1
+    // only, and a connect to another port of the sandbox's loopback (denied paths such as
+    // /etc/shadow are masked, so they read empty and Landlock has nothing to deny there).
     // The third is an agent that sandboxes its own tool (a nested Landlock domain, created
     // inside the sandbox, that may not read files: exec of cat is denied).
+    let profile = p.base().join("tcp-one.toml");
+    std::fs::write(
+        &profile,
+        "extends = \"default\"\n[landlock]\ntcp_connect = [1]\n",
+    )
+    .unwrap();
+    let profile = profile.to_str().unwrap();
+    let connect = |port: u16, tag: &str| {
+        format!("cat /etc/shadow; bash -c 'echo > /dev/tcp/127.0.0.1/{port}'; sleep 1; echo {tag}")
+    };
     let nested = "python3 -c 'import ctypes,os,struct; l=ctypes.CDLL(None,use_errno=True); \
         l.syscall.restype=ctypes.c_long; a=struct.pack(\"=QQQ\",4,0,0); \
         fd=l.syscall(444,a,len(a),0); l.prctl(38,1,0,0,0); assert l.syscall(446,fd,2)==0; \
         os.execv(\"/usr/bin/cat\",[\"cat\",\"/etc/hostname\"])' 2>/dev/null; echo c";
     let (a, b, c) = std::thread::scope(|s| {
-        let a = s.spawn(|| p.run("cat /etc/shadow; sleep 1; echo a"));
-        let b = s.spawn(|| p.run("cat /etc/gshadow; sleep 1; echo b"));
+        let a = s.spawn(|| p.run_with(&["--profile", profile], &connect(8081, "a")));
+        let b = s.spawn(|| p.run_with(&["--profile", profile], &connect(8082, "b")));
         let c = s.spawn(|| p.run(nested));
         (a.join().unwrap(), b.join().unwrap(), c.join().unwrap())
     });
     assert_eq!(c.stdout, "c\n", "{c}");
-    assert!(a.stderr.contains("/etc/shadow: Permission denied"), "{a}");
-    assert!(b.stderr.contains("/etc/gshadow: Permission denied"), "{b}");
+    for o in [&a, &b] {
+        assert!(o.stderr.contains("Permission denied"), "{o}");
+        // Masked: reads empty, no denial.
+        assert!(!o.stderr.contains("/etc/shadow"), "{o}");
+    }
     assert_eq!((a.stdout.as_str(), b.stdout.as_str()), ("a\n", "b\n"));
     let mut seen = Vec::new();
     for id in p.session_ids() {
@@ -298,24 +314,27 @@ fn landlock_denials_come_from_kernel_audit() {
         let d = landlock_denials(&r);
         assert_eq!(d.len(), 1, "{id}: {d:?}");
         let d = d[0];
-        assert_eq!(d["blockers"], serde_json::json!(["fs.read_file"]));
-        assert_eq!(d["syscall"], "openat");
+        assert_eq!(d["blockers"], serde_json::json!(["net.connect_tcp"]), "{d}");
+        assert_eq!(d["syscall"], "connect");
         assert_eq!(d["exit"], -13);
-        assert_eq!(d["comm"], "cat");
-        // The denied process is the `cat` the exec records name.
-        let cat = execs(&r)
+        assert_eq!(d["comm"], "bash");
+        // The denied process is the `bash` the exec records name.
+        let bash = execs(&r)
             .into_iter()
-            .find(|e| e["argv"][0] == "cat")
+            .find(|e| e["argv"][0] == "bash")
             .unwrap();
-        assert_eq!(d["pid"], cat["pid"]);
+        assert_eq!(d["pid"], bash["pid"]);
         let end = r.iter().find(|x| x["kind"] == "session.end").unwrap();
         assert_eq!(end["data"]["landlock"]["read_to_end"], true, "{end}");
-        assert_eq!(end["data"]["landlock"]["denials"]["fs.read_file"], 1);
+        assert_eq!(end["data"]["landlock"]["denials"]["net.connect_tcp"], 1);
         p.ok(&["log", &id, "--verify"]);
         let text = p.ok(&["log", &id]).stdout;
         assert!(text.contains("landlock pid="), "{text}");
-        seen.push(d["object"]["path"].as_str().unwrap().to_string());
+        seen.push(format!(
+            "dest={}",
+            d["object"]["dest"].as_str().unwrap_or_default()
+        ));
     }
     seen.sort();
-    assert_eq!(seen, ["/etc/gshadow", "/etc/shadow", "nested"]);
+    assert_eq!(seen, ["dest=8081", "dest=8082", "nested"]);
 }
