@@ -239,6 +239,28 @@ fn missing_command_is_one_line_127_and_no_session() {
             tool.display()
         )
     );
+    // Visible, but its interpreter is a link into a hidden directory (a venv made from a
+    // Python under $HOME): said in one line, before any session exists.
+    let venv = tempfile::Builder::new()
+        .prefix("shadow-venv")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let interp = venv.path().join("python3");
+    std::os::unix::fs::symlink(&tool, &interp).unwrap();
+    let script = venv.path().join("agent");
+    std::fs::write(&script, format!("#!{}\n", interp.display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = p.sh(&["run", "--", script.to_str().unwrap()]);
+    assert_eq!(out.code(), Some(127), "{out}");
+    assert_eq!(
+        one_line(&out),
+        format!(
+            "shadow: command cannot run in the sandbox: {}: its interpreter: {} resolves to {}, which the sandbox hides",
+            script.display(),
+            interp.display(),
+            tool.display()
+        )
+    );
     assert!(p.sessions_json().is_empty());
     assert!(p.store_sessions().is_empty(), "{:?}", p.store_sessions());
 }

@@ -85,29 +85,87 @@ const HIDDEN_TOP: [&str; 8] = [
 ];
 
 /// Find `cmd` as the sandbox will: through `PATH` from `env`, over the host's filesystem minus
-/// what the sandbox hides, plus the project.
-pub fn command_visible(cmd: &str, env: &[String], project: &Path, cwd: &Path) -> bool {
+/// what the sandbox hides, plus the project. `Err`: why it cannot run there, one phrase (not
+/// found; or found, but it or its `#!` interpreter resolves into a hidden directory, as a
+/// venv made from a `~/.pyenv` Python does).
+pub fn command_runnable(
+    cmd: &str,
+    env: &[String],
+    project: &Path,
+    cwd: &Path,
+) -> Result<(), String> {
     let visible = |p: &Path| p.starts_with(project) || !HIDDEN_TOP.iter().any(|h| p.starts_with(h));
-    let executable = |p: &Path| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if cmd.contains('/') {
+    let exists = |p: &Path| visible(p) && std::fs::symlink_metadata(p).is_ok();
+    let found = if cmd.contains('/') {
         let p = if Path::new(cmd).is_absolute() {
             PathBuf::from(cmd)
         } else {
             cwd.join(cmd)
         };
-        return visible(&p) && executable(&p);
+        Some(p).filter(|p| exists(p))
+    } else {
+        let path = env
+            .iter()
+            .find_map(|e| e.strip_prefix("PATH="))
+            .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+        // The first PATH entry that has it is the one the sandbox runs.
+        path.split(':')
+            .filter(|d| !d.is_empty())
+            .map(|d| Path::new(d).join(cmd))
+            .find(|p| exists(p) && executable(p))
+    };
+    let Some(p) = found else {
+        return Err("not found".into());
+    };
+    runnable(&p, &visible, 0)
+}
+
+fn executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Whether the file at `p` (visible itself) can be executed in the sandbox: its symlinks
+/// resolve to something visible and executable, and so does its `#!` interpreter.
+fn runnable(p: &Path, visible: &dyn Fn(&Path) -> bool, depth: u8) -> Result<(), String> {
+    let real =
+        std::fs::canonicalize(p).map_err(|_| format!("{} is a dangling link", p.display()))?;
+    if !visible(&real) {
+        return Err(format!(
+            "{} resolves to {}, which the sandbox hides",
+            p.display(),
+            real.display()
+        ));
     }
-    let path = env
-        .iter()
-        .find_map(|e| e.strip_prefix("PATH="))
-        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
-    path.split(':')
-        .filter(|d| !d.is_empty())
-        .map(|d| Path::new(d).join(cmd))
-        .any(|p| visible(&p) && executable(&p))
+    if !executable(&real) {
+        return Err(format!("{} is not executable", p.display()));
+    }
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(&real)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .unwrap_or(0);
+    let Some(line) = head[..n].strip_prefix(b"#!") else {
+        return Ok(());
+    };
+    let line = line.split(|b| *b == b'\n').next().unwrap_or_default();
+    let interp = String::from_utf8_lossy(line);
+    let Some(interp) = interp
+        .split_whitespace()
+        .next()
+        .filter(|i| i.starts_with('/'))
+    else {
+        return Ok(());
+    };
+    let ip = Path::new(interp);
+    // The kernel follows one more `#!` level at most as scripts go in practice; stop there.
+    if depth > 0 || !visible(ip) {
+        return if visible(ip) {
+            Ok(())
+        } else {
+            Err(format!("its interpreter {interp} is hidden in the sandbox"))
+        };
+    }
+    runnable(ip, visible, depth + 1).map_err(|e| format!("its interpreter: {e}"))
 }
 
 /// Run `shadow run`.
@@ -209,11 +267,15 @@ pub fn run(o: &RunOptions) -> Outcome {
         .ok()
         .filter(|c| c.starts_with(&project))
         .unwrap_or_else(|| project.clone());
-    if o.rootfs.is_none() && !command_visible(&o.command[0], &env, &project, &cwd) {
-        return Err(Failure {
-            msg: format!("command not found in the sandbox: {}", o.command[0]),
-            code: 127,
-        });
+    if o.rootfs.is_none() {
+        if let Err(why) = command_runnable(&o.command[0], &env, &project, &cwd) {
+            let msg = if why == "not found" {
+                format!("command not found in the sandbox: {}", o.command[0])
+            } else {
+                format!("command cannot run in the sandbox: {}: {why}", o.command[0])
+            };
+            return Err(Failure { msg, code: 127 });
+        }
     }
 
     let cgroups = hostview::probe_cgroups(&ctx.user);
@@ -644,8 +706,52 @@ mod tests {
     fn command_lookup_hides_home_and_tmp() {
         let env = vec!["PATH=/usr/bin:/bin".to_string()];
         let p = Path::new("/nonexistent-project");
-        assert!(command_visible("sh", &env, p, p));
-        assert!(!command_visible("no-such-command-xyz", &env, p, p));
-        assert!(!command_visible("/tmp/x", &env, p, p));
+        assert_eq!(command_runnable("sh", &env, p, p), Ok(()));
+        assert_eq!(
+            command_runnable("no-such-command-xyz", &env, p, p),
+            Err("not found".into())
+        );
+        assert_eq!(
+            command_runnable("/tmp/x", &env, p, p),
+            Err("not found".into())
+        );
+    }
+
+    #[test]
+    fn a_script_or_link_into_a_hidden_directory_cannot_run() {
+        // A venv made from a Python under $HOME: the script is visible, its interpreter is a
+        // link into /root (hidden).
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let d = tempfile::Builder::new()
+            .prefix("shadow-cmd")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let bin = d.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        symlink(
+            "/root/.pyenv/versions/3.11/bin/python3",
+            bin.join("python3"),
+        )
+        .unwrap();
+        let script = bin.join("tool");
+        std::fs::write(&script, format!("#!{}/python3\nprint(1)\n", bin.display())).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let env = vec![format!("PATH={}:/usr/bin:/bin", bin.display())];
+        let p = Path::new("/nonexistent-project");
+        let why = command_runnable("tool", &env, p, p).unwrap_err();
+        assert_eq!(
+            why,
+            format!(
+                "its interpreter: {}/python3 is a dangling link",
+                bin.display()
+            )
+        );
+        // A link that resolves into /root (existing here) is refused with where it goes.
+        symlink("/root", d.path().join("home-link")).unwrap();
+        let why = command_runnable(&format!("{}/home-link", d.path().display()), &env, p, p);
+        assert!(why.unwrap_err().contains("which the sandbox hides"));
+        // A shebang to a visible interpreter runs.
+        std::fs::write(&script, "#!/bin/sh\necho\n").unwrap();
+        assert_eq!(command_runnable("tool", &env, p, p), Ok(()));
     }
 }
