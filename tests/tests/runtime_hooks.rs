@@ -201,3 +201,40 @@ fn hooks_poststart_runs_after_start_container() {
         ctx.assert_clean();
     }
 }
+
+/// What a hook reads on stdin is the container's state as `state` reports it: the user's bundle
+/// (not the runtime's effective copy, which a hook reading `<bundle>/config.json` would find
+/// instead), and for prestart the status `created` (runtime-tools' `hooks_stdin`, as crun).
+#[test]
+fn hooks_read_the_users_bundle_and_prestart_sees_created() {
+    let mut ctx = Ctx::new("hookstate", &["true"]);
+    let out = ctx.dir().join("states");
+    fs::create_dir(&out).unwrap();
+    let save = |name: &str| hook(&format!("cat > {}/{name}.json", out.display()));
+    ctx.spec["hooks"] = json!({
+        "prestart": [save("prestart")],
+        "createRuntime": [save("createRuntime")],
+        "poststart": [save("poststart")],
+        "poststop": [save("poststop")],
+    });
+    ctx.write_spec();
+    let id = ctx.id("c");
+    ctx.ok(&["run", &id]);
+    let bundle = ctx.bundle.canonicalize().unwrap();
+    for (name, status) in [
+        ("prestart", "created"),
+        ("createRuntime", "creating"),
+        ("poststart", "running"),
+        ("poststop", "stopped"),
+    ] {
+        let text = fs::read_to_string(out.join(format!("{name}.json"))).unwrap();
+        let state: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(state["bundle"], bundle.to_str().unwrap(), "{name}: {text}");
+        assert_eq!(state["id"], id.as_str(), "{name}: {text}");
+        assert!(state["pid"].as_i64().unwrap() > 0, "{name}: {text}");
+        if name != "poststart" && name != "poststop" {
+            assert_eq!(state["status"], status, "{name}: {text}");
+        }
+    }
+    ctx.assert_clean();
+}

@@ -102,7 +102,18 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
             r.set_path(rootfs.clone());
         }
     }
-    let changed = changed || rewritten;
+    let mut changed = changed || rewritten;
+    // Hooks that would read a wrong state (the effective bundle, prestart's status) are run
+    // through a wrapper that fixes it (see hook_state).
+    if let Some(mut hooks) = eff.hooks().clone() {
+        if crate::hook_state::wrap_hooks(&mut hooks, &bundle, changed) {
+            eff.set_hooks(Some(hooks));
+            if let Some(r) = eff.root_mut() {
+                r.set_path(rootfs.clone());
+            }
+            changed = true;
+        }
+    }
     let eff_dir = prepare::effective_bundle_dir(&root, &o.id);
     let lc_bundle = if changed {
         prepare::write_bundle(&eff_dir, &eff)?;

@@ -36,6 +36,7 @@ pub fn hook_main() -> Option<i32> {
     let result = match args.first().and_then(|a| a.to_str()) {
         Some(LOOPBACK_HOOK_ARG) => set_lo_up().map_err(|e| format!("bring up lo: {e}")),
         Some(LISTEN_HOOK_ARG) => listen_hook(&args[1..]),
+        Some(crate::hook_state::HOOK_STATE_ARG) => crate::hook_state::run(&args[1..]),
         _ => return None,
     };
     Some(match result {
