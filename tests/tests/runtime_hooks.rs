@@ -238,3 +238,50 @@ fn hooks_read_the_users_bundle_and_prestart_sees_created() {
     }
     ctx.assert_clean();
 }
+
+/// The runtime spec: a failing poststart or poststop hook is logged as a warning, and the
+/// remaining hooks and the lifecycle carry on as if it had succeeded (runtime-tools'
+/// `poststart_fail` and `poststop_fail`). libcontainer alone stops at the first failure and
+/// fails `start`.
+#[test]
+fn hooks_failing_poststart_and_poststop_warn_and_the_rest_run() {
+    let mut ctx = Ctx::new("hookwarn", &["true"]);
+    let out = ctx.dir().join("out");
+    let o = out.display();
+    ctx.spec["hooks"] = json!({
+        "poststart": [hook("cat >/dev/null; exit 1"),
+                      // Killed at its timeout: a failure too, not a hung `start`.
+                      {"path": "/bin/sleep", "args": ["sleep", "30"], "timeout": 1},
+                      hook(&format!("echo post-start called >> {o}"))],
+        "poststop": [{"path": "/bin/false"}, hook(&format!("echo post-stop called >> {o}"))],
+    });
+    ctx.write_spec();
+    let id = ctx.id("c");
+    ctx.ok(&["create", &id]);
+    let started = ctx.rt(&["start", &id]);
+    assert_eq!(started.code(), Some(0), "start: {started}");
+    assert!(
+        started
+            .stderr
+            .contains("warning: poststart hook /bin/sh failed: exit status: 1"),
+        "{started}"
+    );
+    assert!(
+        started
+            .stderr
+            .contains("poststart hook /bin/sleep failed: timed out after 1s"),
+        "{started}"
+    );
+    assert_eq!(read_trim(&out), "post-start called");
+    ctx.wait_status(&id, "stopped");
+    let deleted = ctx.rt(&["delete", &id]);
+    assert_eq!(deleted.code(), Some(0), "delete: {deleted}");
+    assert!(
+        deleted
+            .stderr
+            .contains("warning: poststop hook /bin/false failed"),
+        "{deleted}"
+    );
+    assert_eq!(read_trim(&out), "post-start called\npost-stop called");
+    ctx.assert_clean();
+}

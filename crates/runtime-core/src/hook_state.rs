@@ -7,6 +7,12 @@
 //! effective spec therefore wraps such hooks in this very binary (`/proc/self/exe`, as the
 //! loopback hook): it reads the state, sets the two fields, and execs the hook itself with the
 //! fixed state as its stdin — same pid, so the hook's timeout and exit status are untouched.
+//!
+//! `poststart` and `poststop` hooks are wrapped differently ([`wrap_warn`]): the runtime spec
+//! says a failing one is logged as a warning and the remaining hooks and the lifecycle carry on
+//! as if it had succeeded, but libcontainer stops at the first failure and fails `start` (or
+//! `delete`). The wrapper runs the hook as its child, enforces the hook's timeout itself, warns
+//! on stderr when it fails, and always exits 0.
 
 use std::io::{Read, Seek, Write};
 use std::os::unix::process::CommandExt;
@@ -16,6 +22,9 @@ use oci_spec::runtime::{Hook, Hooks};
 
 /// argv[1] of the wrapper.
 pub const HOOK_STATE_ARG: &str = "__shadow-hook-state";
+
+/// argv[1] of the wrapper of poststart and poststop hooks, whose failure is only a warning.
+pub const HOOK_WARN_ARG: &str = "__shadow-hook-warn";
 
 /// Our own hooks (loopback, listener) run this binary and read no state: left as they are.
 const SELF: &str = "/proc/self/exe";
@@ -37,13 +46,57 @@ pub fn wrap(hook: &Hook, bundle: &Path, status: Option<&str>) -> Hook {
     w
 }
 
+/// `hook` (of kind `kind`, poststart or poststop) wrapped so that its failure is a warning:
+/// the wrapper enforces the hook's timeout (the wrapped hook has none, so libcontainer never
+/// kills the wrapper and calls that a failure). Pure.
+pub fn wrap_warn(hook: &Hook, kind: &str) -> Hook {
+    let mut args = vec![
+        "shadow-hook".to_string(),
+        HOOK_WARN_ARG.to_string(),
+        kind.to_string(),
+        hook.timeout().map_or("-".to_string(), |t| t.to_string()),
+        hook.path().display().to_string(),
+    ];
+    args.extend(hook.args().iter().flatten().cloned());
+    let mut w = hook.clone();
+    w.set_path(SELF.into());
+    w.set_args(Some(args));
+    w.set_timeout(None);
+    w
+}
+
 /// The spec's hooks with those that read a wrong state wrapped: `prestart` always (its
 /// status), `createRuntime` and `createContainer` when the spec runs from an effective bundle
-/// (`rewritten`, or because wrapping a prestart hook makes one). Returns whether anything
+/// (`rewritten`, or because wrapping another hook makes one); `poststart` and `poststop`
+/// always, so that their failure is a warning ([`wrap_warn`]). Returns whether anything
 /// changed, i.e. whether the spec must run from an effective bundle.
 pub fn wrap_hooks(hooks: &mut Hooks, bundle: &Path, rewritten: bool) -> bool {
-    let (prestart, changed) = wrap_all(hooks.prestart(), bundle, Some("created"));
+    let (prestart, mut changed) = wrap_all(hooks.prestart(), bundle, Some("created"));
     hooks.set_prestart(prestart);
+    for kind in ["poststart", "poststop"] {
+        let list = if kind == "poststart" {
+            hooks.poststart()
+        } else {
+            hooks.poststop()
+        };
+        let wrapped = list.as_ref().map(|l| {
+            l.iter()
+                .map(|h| {
+                    if h.path() == Path::new(SELF) {
+                        h.clone()
+                    } else {
+                        changed = true;
+                        wrap_warn(h, kind)
+                    }
+                })
+                .collect::<Vec<_>>()
+        });
+        if kind == "poststart" {
+            hooks.set_poststart(wrapped);
+        } else {
+            hooks.set_poststop(wrapped);
+        }
+    }
     if rewritten || changed {
         let (cr, a) = wrap_all(hooks.create_runtime(), bundle, None);
         let (cc, b) = wrap_all(hooks.create_container(), bundle, None);
@@ -107,6 +160,70 @@ pub(crate) fn run(args: &[std::ffi::OsString]) -> std::result::Result<(), String
     Err(format!("hook {}: {err}", Path::new(path).display()))
 }
 
+/// The warning wrapper's work, from its arguments after [`HOOK_WARN_ARG`]: run the hook as a
+/// child (same stdin — the state —, environment and cwd), kill it at its timeout, and warn
+/// when it fails. Errors only on malformed arguments; the hook's failure is not one.
+pub(crate) fn run_warn(args: &[std::ffi::OsString]) -> std::result::Result<(), String> {
+    let [kind, timeout, path, argv @ ..] = args else {
+        return Err(format!(
+            "{HOOK_WARN_ARG}: expected KIND TIMEOUT PATH [ARGS…]"
+        ));
+    };
+    let timeout = match timeout.to_str() {
+        Some("-") => None,
+        Some(t) => Some(std::time::Duration::from_secs(
+            t.parse::<u64>()
+                .map_err(|_| format!("{HOOK_WARN_ARG}: bad timeout {t:?}"))?,
+        )),
+        None => return Err(format!("{HOOK_WARN_ARG}: bad timeout")),
+    };
+    let path = Path::new(path);
+    if let Err(why) = run_child(path, argv, timeout) {
+        eprintln!(
+            "shadow-runtime: warning: {} hook {} failed: {why}; continuing, as the runtime \
+             spec requires for {0} hooks",
+            kind.to_string_lossy(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Run `path` with `argv` (argv[0] first) and wait for it, at most `timeout`.
+fn run_child(
+    path: &Path,
+    argv: &[std::ffi::OsString],
+    timeout: Option<std::time::Duration>,
+) -> std::result::Result<(), String> {
+    let mut cmd = std::process::Command::new(path);
+    if let Some((arg0, rest)) = argv.split_first() {
+        cmd.arg0(arg0).args(rest);
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run it: {e}"))?;
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = match timeout {
+        None => rx.recv().map_err(|e| e.to_string())?,
+        Some(t) => match rx.recv_timeout(t) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = rx.recv();
+                return Err(format!("timed out after {}s and was killed", t.as_secs()));
+            }
+        },
+    }
+    .map_err(|e| format!("wait: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(status.to_string())
+    }
+}
+
 fn memfd() -> std::result::Result<std::fs::File, String> {
     let fd = rustix::fs::memfd_create("hook-state", rustix::fs::MemfdFlags::CLOEXEC)
         .map_err(|e| format!("hook state: memfd: {e}"))?;
@@ -157,6 +274,54 @@ mod tests {
     }
 
     #[test]
+    fn a_warning_hook_keeps_argv_and_env_and_its_timeout_moves_to_the_wrapper() {
+        let mut h = hook("/bin/notify", Some(vec!["notify", "-v"]));
+        h.set_env(Some(vec!["A=b".into()]));
+        let w = wrap_warn(&h, "poststop");
+        assert_eq!(w.path(), Path::new("/proc/self/exe"));
+        assert_eq!(
+            w.args().clone().unwrap(),
+            [
+                "shadow-hook",
+                HOOK_WARN_ARG,
+                "poststop",
+                "5",
+                "/bin/notify",
+                "notify",
+                "-v"
+            ]
+        );
+        assert_eq!(w.env(), h.env());
+        assert_eq!(w.timeout(), None);
+        let mut n = hook("/bin/n", None);
+        n.set_timeout(None);
+        assert_eq!(
+            wrap_warn(&n, "poststart").args().clone().unwrap(),
+            ["shadow-hook", HOOK_WARN_ARG, "poststart", "-", "/bin/n"]
+        );
+    }
+
+    #[test]
+    fn the_warning_wrapper_reports_failure_and_timeout() {
+        let sh = |s: &str| -> Vec<std::ffi::OsString> {
+            ["sh", "-c", s].iter().map(Into::into).collect()
+        };
+        let t = Some(std::time::Duration::from_secs(1));
+        assert_eq!(run_child(Path::new("/bin/sh"), &sh("exit 0"), t), Ok(()));
+        assert_eq!(
+            run_child(Path::new("/bin/sh"), &sh("exit 3"), t),
+            Err("exit status: 3".into())
+        );
+        assert_eq!(
+            run_child(Path::new("/bin/sh"), &sh("exec sleep 30"), t),
+            Err("timed out after 1s and was killed".into())
+        );
+        assert!(run_child(Path::new("/nonexistent"), &[], None)
+            .unwrap_err()
+            .starts_with("cannot run it"));
+    }
+
+    #[test]
     fn which_hooks_are_wrapped() {
         let mut hooks = Hooks::default();
         hooks.set_prestart(Some(vec![hook("/p", None)]));
@@ -174,9 +339,10 @@ mod tests {
             h.create_runtime().as_ref().unwrap()[0].path(),
             Path::new(SELF)
         );
-        // Without prestart hooks and without a rewrite, nothing is wrapped.
+        // Without prestart, poststart or poststop hooks and without a rewrite, nothing is wrapped.
         let mut only_cr = hooks.clone();
         only_cr.set_prestart(None);
+        only_cr.set_poststart(None);
         let before = only_cr.clone();
         assert!(!wrap_hooks(&mut only_cr, Path::new("/b"), false));
         assert_eq!(only_cr, before);
@@ -186,9 +352,17 @@ mod tests {
             h.create_runtime().as_ref().unwrap()[0].path(),
             Path::new(SELF)
         );
-        // Our own hooks and those that run after create (which see the right state) stay.
+        // Our own hooks stay; poststart ones are wrapped so that their failure only warns.
         assert_eq!(h.create_container(), hooks.create_container());
-        assert_eq!(h.poststart(), hooks.poststart());
+        assert_eq!(
+            h.poststart().as_ref().unwrap()[0].args().as_ref().unwrap()[1],
+            HOOK_WARN_ARG
+        );
+        // A poststop hook alone makes an effective bundle.
+        let mut ps = Hooks::default();
+        ps.set_poststop(Some(vec![hook("/x", None)]));
+        assert!(wrap_hooks(&mut ps, Path::new("/b"), false));
+        assert_eq!(ps.poststop().as_ref().unwrap()[0].path(), Path::new(SELF));
         let mut none = Hooks::default();
         assert!(!wrap_hooks(&mut none, Path::new("/b"), true));
     }

@@ -37,6 +37,7 @@ pub fn hook_main() -> Option<i32> {
         Some(LOOPBACK_HOOK_ARG) => set_lo_up().map_err(|e| format!("bring up lo: {e}")),
         Some(LISTEN_HOOK_ARG) => listen_hook(&args[1..]),
         Some(crate::hook_state::HOOK_STATE_ARG) => crate::hook_state::run(&args[1..]),
+        Some(crate::hook_state::HOOK_WARN_ARG) => crate::hook_state::run_warn(&args[1..]),
         _ => return None,
     };
     Some(match result {
