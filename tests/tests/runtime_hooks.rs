@@ -169,9 +169,6 @@ fn hooks_failing_poststop_does_not_block_delete() {
 }
 
 #[test]
-#[ignore = "bug: poststart can run before startContainer has finished: `start` runs poststart \
-            right after signalling the init (libcontainer container_start), without waiting for \
-            the init to run startContainer and exec (runc waits on its exec fifo)"]
 fn hooks_poststart_runs_after_start_container() {
     for round in 0..5 {
         let mut ctx = Ctx::new("hookorder", &["true"]);

@@ -178,7 +178,28 @@ pub(crate) fn run_warn(args: &[std::ffi::OsString]) -> std::result::Result<(), S
         None => return Err(format!("{HOOK_WARN_ARG}: bad timeout")),
     };
     let path = Path::new(path);
-    if let Err(why) = run_child(path, argv, timeout) {
+    let mut stdin = None;
+    if kind == "poststart" {
+        // libcontainer runs poststart hooks as soon as it has told the init to go on, while the
+        // init may still be running startContainer hooks; the spec wants them after the user's
+        // process was executed. Wait for that exec (the state names the init).
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("hook state: read stdin: {e}"))?;
+        let pid = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|s| s["pid"].as_i64());
+        if let Some(pid) = pid {
+            wait_for_exec(pid, EXEC_WAIT);
+        }
+        let mut f = memfd()?;
+        f.write_all(text.as_bytes())
+            .and_then(|()| f.rewind())
+            .map_err(|e| format!("hook state: {e}"))?;
+        stdin = Some(f);
+    }
+    if let Err(why) = run_child(path, argv, timeout, stdin) {
         eprintln!(
             "shadow-runtime: warning: {} hook {} failed: {why}; continuing, as the runtime \
              spec requires for {0} hooks",
@@ -189,15 +210,43 @@ pub(crate) fn run_warn(args: &[std::ffi::OsString]) -> std::result::Result<(), S
     Ok(())
 }
 
-/// Run `path` with `argv` (argv[0] first) and wait for it, at most `timeout`.
+/// How long a poststart hook waits at most for the init to execute the user's process.
+const EXEC_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Wait until process `pid` no longer runs this binary (the container's init has executed the
+/// user's process) or is gone, at most `max`. The init is a fork of the runtime, so until its
+/// exec `/proc/PID/exe` is the same file as ours (the same inode, through the read-only bind
+/// mount of the sealing defence). Where the two differ from the start (the sealed-memfd
+/// fallback gives each process its own copy) this returns at once, as without the wait.
+fn wait_for_exec(pid: i64, max: std::time::Duration) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(me) = std::fs::metadata("/proc/self/exe") else {
+        return;
+    };
+    let deadline = std::time::Instant::now() + max;
+    while std::time::Instant::now() < deadline {
+        match std::fs::metadata(format!("/proc/{pid}/exe")) {
+            Ok(m) if m.dev() == me.dev() && m.ino() == me.ino() => {}
+            _ => return,
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Run `path` with `argv` (argv[0] first) and wait for it, at most `timeout`. Its stdin is
+/// `stdin`, or ours.
 fn run_child(
     path: &Path,
     argv: &[std::ffi::OsString],
     timeout: Option<std::time::Duration>,
+    stdin: Option<std::fs::File>,
 ) -> std::result::Result<(), String> {
     let mut cmd = std::process::Command::new(path);
     if let Some((arg0, rest)) = argv.split_first() {
         cmd.arg0(arg0).args(rest);
+    }
+    if let Some(f) = stdin {
+        cmd.stdin(f);
     }
     let mut child = cmd.spawn().map_err(|e| format!("cannot run it: {e}"))?;
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
@@ -307,16 +356,19 @@ mod tests {
             ["sh", "-c", s].iter().map(Into::into).collect()
         };
         let t = Some(std::time::Duration::from_secs(1));
-        assert_eq!(run_child(Path::new("/bin/sh"), &sh("exit 0"), t), Ok(()));
         assert_eq!(
-            run_child(Path::new("/bin/sh"), &sh("exit 3"), t),
+            run_child(Path::new("/bin/sh"), &sh("exit 0"), t, None),
+            Ok(())
+        );
+        assert_eq!(
+            run_child(Path::new("/bin/sh"), &sh("exit 3"), t, None),
             Err("exit status: 3".into())
         );
         assert_eq!(
-            run_child(Path::new("/bin/sh"), &sh("exec sleep 30"), t),
+            run_child(Path::new("/bin/sh"), &sh("exec sleep 30"), t, None),
             Err("timed out after 1s and was killed".into())
         );
-        assert!(run_child(Path::new("/nonexistent"), &[], None)
+        assert!(run_child(Path::new("/nonexistent"), &[], None, None)
             .unwrap_err()
             .starts_with("cannot run it"));
     }
