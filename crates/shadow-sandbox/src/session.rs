@@ -414,6 +414,65 @@ impl Store {
         self.root.join("sessions")
     }
 
+    /// `running/`: one empty file per session whose state is `running`, so that finding the
+    /// sessions a crash interrupted (which every command does) costs what is running, not
+    /// every session ever kept. Made before the session exists and removed after its state
+    /// leaves `running`, so it never misses one; a marker without a running session is stale.
+    fn running_dir(&self) -> PathBuf {
+        self.root.join("running")
+    }
+
+    /// The sessions that may be in state `running`: those with a marker in `running/` (stale
+    /// markers, whose session is gone or finished, are removed here). A store without
+    /// `running/` (made by an older shadow) is listed in full once, and gets one.
+    pub fn maybe_running(&self) -> Result<Vec<Session>> {
+        let dir = self.running_dir();
+        let names: Vec<String> = match fs::read_dir(&dir) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
+                .filter(|n| validate_id(n).is_ok())
+                .collect(),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                let all = self.list(None)?;
+                mkdir_private(&dir)?;
+                for s in all.iter().filter(|s| s.meta.state == SessionState::Running) {
+                    self.mark_running(s.id())?;
+                }
+                return Ok(all
+                    .into_iter()
+                    .filter(|s| s.meta.state == SessionState::Running)
+                    .collect());
+            }
+            Err(e) => return Err(e).ctx(|| format!("cannot read {}", dir.display())),
+        };
+        let mut out = Vec::new();
+        for name in names {
+            match self.load(&name) {
+                Ok(s) if s.meta.state == SessionState::Running => out.push(s),
+                Ok(_) | Err(Error::NoSession(_)) => self.unmark_running(&name),
+                Err(e) => tracing::warn!("skipping session {name}: {e}"),
+            }
+        }
+        out.sort_by(|a, b| (&a.meta.started_at, &a.meta.id).cmp(&(&b.meta.started_at, &b.meta.id)));
+        Ok(out)
+    }
+
+    fn mark_running(&self, id: &str) -> Result<()> {
+        let dir = self.running_dir();
+        if let Err(e) = fs::DirBuilder::new().mode(0o700).create(&dir) {
+            if e.kind() != ErrorKind::AlreadyExists {
+                return Err(e).ctx(|| format!("cannot create {}", dir.display()));
+            }
+        }
+        fs::File::create(dir.join(id))
+            .map(drop)
+            .ctx(|| format!("cannot create {}", dir.join(id).display()))
+    }
+
+    fn unmark_running(&self, id: &str) {
+        let _ = fs::remove_file(self.running_dir().join(id));
+    }
+
     /// Creates a session: builds `.tmp-<id>` fully (meta.json, upper/,
     /// work/, bundle/rootfs/), then renames it into place. Retries with a
     /// fresh id on the (2^-30 per second) chance of a collision.
@@ -454,6 +513,8 @@ impl Store {
                 engine: new.engine.clone(),
             };
             let build = || -> Result<()> {
+                // Marked first: a crash before the rename leaves only a stale marker.
+                self.mark_running(&id)?;
                 mkdir_private(&tmp)?;
                 for sub in ["upper", "work", "bundle"] {
                     mkdir_private(&tmp.join(sub))?;
@@ -469,6 +530,7 @@ impl Store {
             };
             if let Err(e) = build() {
                 let _ = remove_tree(&tmp);
+                self.unmark_running(&id);
                 return Err(e);
             }
             match fs::rename(&tmp, &dir) {
@@ -483,10 +545,12 @@ impl Store {
                         Some(libc_errno::EEXIST) | Some(libc_errno::ENOTEMPTY)
                     ) =>
                 {
+                    // The marker may be the other session's: the next listing sorts it out.
                     let _ = remove_tree(&tmp);
                 }
                 Err(e) => {
                     let _ = remove_tree(&tmp);
+                    self.unmark_running(&id);
                     return Err(e).ctx(|| format!("cannot create {}", dir.display()));
                 }
             }
@@ -567,6 +631,11 @@ impl Store {
         f(&mut s.meta);
         s.meta.id = id.to_string();
         write_meta(&s.meta_path(), &s.meta)?;
+        if s.meta.state == SessionState::Running {
+            self.mark_running(id)?;
+        } else {
+            self.unmark_running(id);
+        }
         Ok(s)
     }
 
@@ -592,6 +661,7 @@ impl Store {
             .sessions()
             .join(format!("{TRASH_PREFIX}{id}-{:08x}", random_u32()?));
         fs::rename(&s.dir, &trash).ctx(|| format!("cannot remove {}", s.dir.display()))?;
+        self.unmark_running(id);
         remove_tree(&trash).ctx(|| format!("cannot remove {}", trash.display()))
     }
 }

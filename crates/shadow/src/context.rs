@@ -33,7 +33,7 @@ impl Context {
     /// reboot): stop what is left of their sandbox and its runtime state, record the base so the
     /// changes can still be reviewed and applied, and mark them failed.
     pub fn reap_interrupted(&self) {
-        let Ok(sessions) = self.store.list(None) else {
+        let Ok(sessions) = self.store.maybe_running() else {
             return;
         };
         let g = shadow_runtime_core::Globals {

@@ -366,3 +366,28 @@ fn write_config_atomically() {
     names.sort();
     assert_eq!(names, ["config.json", "rootfs"]);
 }
+
+#[test]
+fn maybe_running_follows_the_state_and_heals() {
+    let f = fixture();
+    let ids = |v: Vec<Session>| -> Vec<String> { v.iter().map(|s| s.id().to_string()).collect() };
+    let a = f.store.create(&new(&f.project)).unwrap();
+    let b = f.store.create(&new(&f.project)).unwrap();
+    assert_eq!(ids(f.store.maybe_running().unwrap()), [a.id(), b.id()]);
+    // Finishing a session drops it; so does removing one.
+    f.store
+        .update_meta(a.id(), |m| m.finish(SessionState::Exited, Some(0)))
+        .unwrap();
+    assert_eq!(ids(f.store.maybe_running().unwrap()), [b.id()]);
+    let running = f.store.root().join("running");
+    assert!(!running.join(a.id()).exists());
+    // A stale marker (its session gone) is dropped by the listing.
+    fs::write(running.join("20260101-000000-cccccc"), "").unwrap();
+    assert_eq!(ids(f.store.maybe_running().unwrap()), [b.id()]);
+    assert!(!running.join("20260101-000000-cccccc").exists());
+    // A store from before the index: listed in full once, then indexed.
+    fs::remove_dir_all(&running).unwrap();
+    assert_eq!(ids(f.store.maybe_running().unwrap()), [b.id()]);
+    assert!(running.join(b.id()).exists());
+    assert!(!running.join(a.id()).exists());
+}
