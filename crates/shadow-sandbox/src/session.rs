@@ -300,11 +300,14 @@ impl Session {
         }
     }
 
-    /// Writes the bundle's config.json atomically.
+    /// Writes the bundle's config.json. Not synced: a bundle only matters while its
+    /// container runs, and a crash ends that (the session's state is in meta.json, which is);
+    /// two fsyncs were a tenth of a millisecond each of every start.
     pub fn write_config(&self, spec: &Spec) -> Result<()> {
         let json = serde_json::to_vec_pretty(spec)
             .map_err(|e| Error::InvalidInput(format!("cannot serialize spec: {e}")))?;
-        write_atomic(&self.config_path(), &json)
+        let path = self.config_path();
+        fs::write(&path, json).ctx(|| format!("cannot write {}", path.display()))
     }
 }
 
@@ -525,8 +528,8 @@ impl Store {
                     .mode(0o755)
                     .create(tmp.join("bundle/rootfs"))
                     .ctx(|| format!("cannot create {}", tmp.display()))?;
-                write_meta(&tmp.join("meta.json"), &meta)?;
-                fsync_dir(&tmp)
+                // Also syncs tmp/, whose subdirectories were made above.
+                write_meta(&tmp.join("meta.json"), &meta)
             };
             if let Err(e) = build() {
                 let _ = remove_tree(&tmp);
