@@ -110,14 +110,23 @@ fn hooks_failing_prestart_fails_create_and_leaves_nothing() {
 }
 
 #[test]
-#[ignore = "bug: the hook error does not say which hook failed (kind and path): \
-            'failed hooks hook command exited with non-zero exit code: 3'"]
 fn hooks_failing_hook_error_names_the_hook() {
     let mut ctx = Ctx::new("hookname", &["sleep", "60"]);
     ctx.spec["hooks"] = json!({"prestart": [hook("cat >/dev/null; exit 3")]});
     ctx.write_spec();
     let id = ctx.id("c");
     expect_error(&ctx, &["create", &id], &["prestart", "/bin/sh"]);
+    ctx.assert_clean();
+    // The first that fails is named, not the last that ran; here a later kind.
+    let mut ctx = Ctx::new("hookname2", &["sleep", "60"]);
+    ctx.spec["hooks"] = json!({
+        "prestart": [hook("cat >/dev/null")],
+        "createRuntime": [{"path": "/bin/false"}, hook("exit 0")],
+    });
+    ctx.write_spec();
+    let id = ctx.id("c");
+    let line = expect_error(&ctx, &["run", &id], &["createRuntime hook /bin/false"]);
+    assert!(!line.contains("prestart"), "{line}");
     ctx.assert_clean();
 }
 

@@ -103,10 +103,12 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
         }
     }
     let mut changed = changed || rewritten;
-    // Hooks that would read a wrong state (the effective bundle, prestart's status) are run
-    // through a wrapper that fixes it (see hook_state).
+    // Hooks are run through a wrapper that gives them the right state (the user's bundle,
+    // prestart's status), names the one that fails, and makes poststart and poststop failures
+    // warnings (see hook_state).
+    let crumb = prepare::effective_bundle_dir(&root, &o.id).join("hook");
     if let Some(mut hooks) = eff.hooks().clone() {
-        if crate::hook_state::wrap_hooks(&mut hooks, &bundle, changed) {
+        if crate::hook_state::wrap_hooks(&mut hooks, &bundle, &crumb) {
             eff.set_hooks(Some(hooks));
             if let Some(r) = eff.root_mut() {
                 r.set_path(rootfs.clone());
@@ -146,8 +148,16 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
         Ok(c)
     });
     match result {
-        Ok(c) => Ok(c),
+        Ok(c) => {
+            let _ = std::fs::remove_file(&crumb);
+            Ok(c)
+        }
         Err(e) => {
+            // libcontainer says only "hook command exited with non-zero exit code: N".
+            let e = match crate::hook_state::failed_hook(&crumb) {
+                Some(h) if e.message().contains("hook") => e.context(h),
+                _ => e,
+            };
             cleanup_failed(&root, &o.id, cgroups_path.as_deref(), g.systemd_cgroup);
             Err(e)
         }

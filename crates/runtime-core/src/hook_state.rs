@@ -29,14 +29,17 @@ pub const HOOK_WARN_ARG: &str = "__shadow-hook-warn";
 /// Our own hooks (loopback, listener) run this binary and read no state: left as they are.
 const SELF: &str = "/proc/self/exe";
 
-/// `hook` wrapped: run through this binary, which sets `bundle` (and `status`, if given) in the
-/// state before exec'ing it. Pure.
-pub fn wrap(hook: &Hook, bundle: &Path, status: Option<&str>) -> Hook {
+/// `hook` (of kind `kind`) wrapped: run through this binary, which sets `bundle` (and
+/// `status`, if given) in the state and writes `KIND PATH` to `crumb` (so that a failing
+/// create can name the hook that failed) before exec'ing it. Pure.
+pub fn wrap(hook: &Hook, bundle: &Path, status: Option<&str>, kind: &str, crumb: &Path) -> Hook {
     let mut args = vec![
         "shadow-hook".to_string(),
         HOOK_STATE_ARG.to_string(),
         bundle.display().to_string(),
         status.unwrap_or("-").to_string(),
+        kind.to_string(),
+        crumb.display().to_string(),
         hook.path().display().to_string(),
     ];
     args.extend(hook.args().iter().flatten().cloned());
@@ -44,6 +47,14 @@ pub fn wrap(hook: &Hook, bundle: &Path, status: Option<&str>) -> Hook {
     w.set_path(SELF.into());
     w.set_args(Some(args));
     w
+}
+
+/// After a failed create: `KIND hook PATH` of the last wrapped hook that started (hooks run
+/// one after another and stop at the first failure, so that is the one that failed), if any.
+pub fn failed_hook(crumb: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(crumb).ok()?;
+    let (kind, path) = text.split_once(' ')?;
+    Some(format!("{kind} hook {path}"))
 }
 
 /// `hook` (of kind `kind`, poststart or poststop) wrapped so that its failure is a warning:
@@ -65,14 +76,26 @@ pub fn wrap_warn(hook: &Hook, kind: &str) -> Hook {
     w
 }
 
-/// The spec's hooks with those that read a wrong state wrapped: `prestart` always (its
-/// status), `createRuntime` and `createContainer` when the spec runs from an effective bundle
-/// (`rewritten`, or because wrapping another hook makes one); `poststart` and `poststop`
-/// always, so that their failure is a warning ([`wrap_warn`]). Returns whether anything
-/// changed, i.e. whether the spec must run from an effective bundle.
-pub fn wrap_hooks(hooks: &mut Hooks, bundle: &Path, rewritten: bool) -> bool {
-    let (prestart, mut changed) = wrap_all(hooks.prestart(), bundle, Some("created"));
+/// The spec's hooks wrapped, all but our own: those run by `create` (`prestart`,
+/// `createRuntime`, `createContainer`) by [`wrap`], which gives them the user's bundle (the spec
+/// then runs from an effective bundle), prestart its status, and a failure the hook's name;
+/// `poststart` and `poststop` by [`wrap_warn`], so that their failure is a warning.
+/// (`startContainer` hooks run inside the container, where this binary is not.) Returns
+/// whether anything changed, i.e. whether the spec must run from an effective bundle.
+pub fn wrap_hooks(hooks: &mut Hooks, bundle: &Path, crumb: &Path) -> bool {
+    let (prestart, a) = wrap_all(hooks.prestart(), bundle, Some("created"), "prestart", crumb);
+    let (cr, b) = wrap_all(hooks.create_runtime(), bundle, None, "createRuntime", crumb);
+    let (cc, c) = wrap_all(
+        hooks.create_container(),
+        bundle,
+        None,
+        "createContainer",
+        crumb,
+    );
     hooks.set_prestart(prestart);
+    hooks.set_create_runtime(cr);
+    hooks.set_create_container(cc);
+    let mut changed = a || b || c;
     for kind in ["poststart", "poststop"] {
         let list = if kind == "poststart" {
             hooks.poststart()
@@ -97,13 +120,6 @@ pub fn wrap_hooks(hooks: &mut Hooks, bundle: &Path, rewritten: bool) -> bool {
             hooks.set_poststop(wrapped);
         }
     }
-    if rewritten || changed {
-        let (cr, a) = wrap_all(hooks.create_runtime(), bundle, None);
-        let (cc, b) = wrap_all(hooks.create_container(), bundle, None);
-        hooks.set_create_runtime(cr);
-        hooks.set_create_container(cc);
-        return changed || a || b;
-    }
     changed
 }
 
@@ -112,6 +128,8 @@ fn wrap_all(
     list: &Option<Vec<Hook>>,
     bundle: &Path,
     status: Option<&str>,
+    kind: &str,
+    crumb: &Path,
 ) -> (Option<Vec<Hook>>, bool) {
     let mut any = false;
     let out = list.as_ref().map(|l| {
@@ -121,7 +139,7 @@ fn wrap_all(
                     h.clone()
                 } else {
                     any = true;
-                    wrap(h, bundle, status)
+                    wrap(h, bundle, status, kind, crumb)
                 }
             })
             .collect()
@@ -131,11 +149,16 @@ fn wrap_all(
 
 /// The wrapper's work, from its arguments after [`HOOK_STATE_ARG`]. Only returns on error.
 pub(crate) fn run(args: &[std::ffi::OsString]) -> std::result::Result<(), String> {
-    let [bundle, status, path, argv @ ..] = args else {
+    let [bundle, status, kind, crumb, path, argv @ ..] = args else {
         return Err(format!(
-            "{HOOK_STATE_ARG}: expected BUNDLE STATUS PATH [ARGS…]"
+            "{HOOK_STATE_ARG}: expected BUNDLE STATUS KIND CRUMB PATH [ARGS…]"
         ));
     };
+    // Best effort: only the error message of a failing create depends on it.
+    let mut line = kind.clone();
+    line.push(" ");
+    line.push(path);
+    let _ = std::fs::write(crumb, line.as_encoded_bytes());
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
@@ -299,7 +322,8 @@ mod tests {
             Some(vec!["nvidia-hook", "prestart"]),
         );
         h.set_env(Some(vec!["A=b".into()]));
-        let w = wrap(&h, Path::new("/b/x"), Some("created"));
+        let c = Path::new("/r/.bundles/x/hook");
+        let w = wrap(&h, Path::new("/b/x"), Some("created"), "prestart", c);
         assert_eq!(w.path(), Path::new("/proc/self/exe"));
         assert_eq!(
             w.args().clone().unwrap(),
@@ -308,6 +332,8 @@ mod tests {
                 HOOK_STATE_ARG,
                 "/b/x",
                 "created",
+                "prestart",
+                "/r/.bundles/x/hook",
                 "/usr/bin/nvidia-hook",
                 "nvidia-hook",
                 "prestart"
@@ -315,10 +341,24 @@ mod tests {
         );
         assert_eq!(w.env(), h.env());
         assert_eq!(w.timeout(), Some(5));
-        let w = wrap(&hook("/bin/hook", None), Path::new("/b"), None);
+        let w = wrap(
+            &hook("/bin/hook", None),
+            Path::new("/b"),
+            None,
+            "createRuntime",
+            c,
+        );
         assert_eq!(
             w.args().clone().unwrap(),
-            ["shadow-hook", HOOK_STATE_ARG, "/b", "-", "/bin/hook"]
+            [
+                "shadow-hook",
+                HOOK_STATE_ARG,
+                "/b",
+                "-",
+                "createRuntime",
+                "/r/.bundles/x/hook",
+                "/bin/hook"
+            ]
         );
     }
 
@@ -375,47 +415,55 @@ mod tests {
 
     #[test]
     fn which_hooks_are_wrapped() {
+        let c = Path::new("/crumb");
         let mut hooks = Hooks::default();
         hooks.set_prestart(Some(vec![hook("/p", None)]));
         hooks.set_create_runtime(Some(vec![hook("/cr", None)]));
         hooks.set_create_container(Some(vec![hook(SELF, Some(vec!["x", "__own"]))]));
+        hooks.set_start_container(Some(vec![hook("/in-container", None)]));
         hooks.set_poststart(Some(vec![hook("/ps", None)]));
         let mut h = hooks.clone();
-        assert!(wrap_hooks(&mut h, Path::new("/b"), false));
-        assert_eq!(
-            h.prestart().as_ref().unwrap()[0].args().as_ref().unwrap()[3],
-            "created"
-        );
-        // The prestart hook makes an effective bundle, so createRuntime hooks need the fix too.
-        assert_eq!(
-            h.create_runtime().as_ref().unwrap()[0].path(),
-            Path::new(SELF)
-        );
-        // Without prestart, poststart or poststop hooks and without a rewrite, nothing is wrapped.
-        let mut only_cr = hooks.clone();
-        only_cr.set_prestart(None);
-        only_cr.set_poststart(None);
-        let before = only_cr.clone();
-        assert!(!wrap_hooks(&mut only_cr, Path::new("/b"), false));
-        assert_eq!(only_cr, before);
-        let mut h = hooks.clone();
-        assert!(wrap_hooks(&mut h, Path::new("/b"), true));
-        assert_eq!(
-            h.create_runtime().as_ref().unwrap()[0].path(),
-            Path::new(SELF)
-        );
-        // Our own hooks stay; poststart ones are wrapped so that their failure only warns.
+        assert!(wrap_hooks(&mut h, Path::new("/b"), c));
+        let arg = |l: &Option<Vec<Hook>>, i: usize| {
+            l.as_ref().unwrap()[0].args().as_ref().unwrap()[i].clone()
+        };
+        assert_eq!(arg(h.prestart(), 3), "created");
+        assert_eq!(arg(h.prestart(), 4), "prestart");
+        assert_eq!(arg(h.create_runtime(), 4), "createRuntime");
+        // Our own hooks stay, and startContainer hooks run where this binary is not.
         assert_eq!(h.create_container(), hooks.create_container());
-        assert_eq!(
-            h.poststart().as_ref().unwrap()[0].args().as_ref().unwrap()[1],
-            HOOK_WARN_ARG
-        );
-        // A poststop hook alone makes an effective bundle.
-        let mut ps = Hooks::default();
-        ps.set_poststop(Some(vec![hook("/x", None)]));
-        assert!(wrap_hooks(&mut ps, Path::new("/b"), false));
-        assert_eq!(ps.poststop().as_ref().unwrap()[0].path(), Path::new(SELF));
+        assert_eq!(h.start_container(), hooks.start_container());
+        // poststart hooks are wrapped so that their failure only warns.
+        assert_eq!(arg(h.poststart(), 1), HOOK_WARN_ARG);
+        // Any one kind makes an effective bundle.
+        for kind in ["createRuntime", "poststop"] {
+            let mut one = Hooks::default();
+            if kind == "createRuntime" {
+                one.set_create_runtime(Some(vec![hook("/x", None)]));
+            } else {
+                one.set_poststop(Some(vec![hook("/x", None)]));
+            }
+            assert!(wrap_hooks(&mut one, Path::new("/b"), c), "{kind}");
+        }
+        // Only our own hooks, or none: nothing changes.
+        let mut own = Hooks::default();
+        own.set_create_container(hooks.create_container().clone());
+        let before = own.clone();
+        assert!(!wrap_hooks(&mut own, Path::new("/b"), c));
+        assert_eq!(own, before);
         let mut none = Hooks::default();
-        assert!(!wrap_hooks(&mut none, Path::new("/b"), true));
+        assert!(!wrap_hooks(&mut none, Path::new("/b"), c));
+    }
+
+    #[test]
+    fn failed_hook_reads_the_crumb() {
+        let d = tempfile::tempdir().unwrap();
+        let c = d.path().join("hook");
+        assert_eq!(failed_hook(&c), None);
+        std::fs::write(&c, "prestart /usr/bin/my hook").unwrap();
+        assert_eq!(
+            failed_hook(&c).as_deref(),
+            Some("prestart hook /usr/bin/my hook")
+        );
     }
 }
