@@ -112,6 +112,28 @@ fn unknown_namespace_type_names_the_field() {
     ctx.assert_clean();
 }
 
+/// An AppArmor profile on a host without AppArmor cannot be enforced: refused at create with the
+/// field named (as runc and crun refuse it), never run unconfined.
+#[test]
+fn apparmor_profile_without_apparmor_is_refused() {
+    if std::fs::read_to_string("/sys/module/apparmor/parameters/enabled")
+        .is_ok_and(|s| s.trim() == "Y")
+    {
+        eprintln!("skipped: AppArmor is enabled on this host");
+        return;
+    }
+    let mut ctx = Ctx::new("apparmor", &["true"]);
+    ctx.spec["process"]["apparmorProfile"] = json!("docker-default");
+    ctx.write_spec();
+    let id = ctx.id("c");
+    expect_error(
+        &ctx,
+        &["run", &id],
+        &["process.apparmorProfile", "AppArmor is not enabled"],
+    );
+    ctx.assert_clean();
+}
+
 #[test]
 fn unknown_id_does_not_exist() {
     let ctx = Ctx::new("unknown", &["true"]);

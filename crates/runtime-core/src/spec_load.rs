@@ -56,6 +56,11 @@ pub fn parse(data: &[u8]) -> Result<Spec> {
     })
 }
 
+/// Whether the kernel enforces AppArmor profiles (what runc and crun check too).
+fn apparmor_enabled() -> bool {
+    fs::read_to_string("/sys/module/apparmor/parameters/enabled").is_ok_and(|s| s.trim() == "Y")
+}
+
 /// Validate what the runtime needs before it creates anything, resolving `root.path` against the
 /// bundle. Returns the absolute rootfs path.
 pub fn validate(spec: &Spec, bundle: &Path, config_path: &Path) -> Result<PathBuf> {
@@ -107,6 +112,19 @@ pub fn validate(spec: &Spec, bundle: &Path, config_path: &Path) -> Result<PathBu
             "field `process.cwd`: {:?} must be an absolute path",
             process.cwd()
         )));
+    }
+    if let Some(profile) = process.apparmor_profile().as_deref() {
+        // Fail closed: libcontainer would fail later with a bare "no such file" (the profile's
+        // /proc/self/attr/apparmor/exec), after most of the container was set up.
+        if !profile.is_empty() && !apparmor_enabled() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{}: field `process.apparmorProfile`: {profile:?} cannot be enforced: AppArmor is not enabled on this host",
+                    config_path.display()
+                ),
+            ));
+        }
     }
     let linux = spec
         .linux()
