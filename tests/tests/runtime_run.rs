@@ -117,3 +117,24 @@ fn run_keep_leaves_a_stopped_container() {
     ctx.ok(&["delete", &id]);
     ctx.assert_clean();
 }
+
+/// A payload whose stdout is `/dev/null` can write to it (`shadow-runtime run … >/dev/null`):
+/// libcontainer reopens it inside the container read-only, and every write failed (EBADF).
+#[test]
+fn run_with_stdout_dev_null_can_write() {
+    let ctx = Ctx::new("runnull", &["sh", "-c", "echo gone; echo rc=$? >&2"]);
+    let id = ctx.id("c");
+    let err = ctx.dir().join("err");
+    let mut c = ctx.command(&["run", &id]);
+    c.stdout(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap(),
+    )
+    .stderr(std::fs::File::create(&err).unwrap());
+    let status = c.status().unwrap();
+    let text = std::fs::read_to_string(&err).unwrap();
+    assert_eq!((status.code(), text.as_str()), (Some(0), "rc=0\n"));
+    ctx.assert_clean();
+}

@@ -28,6 +28,32 @@ fn exit_status_passes_through() {
     assert_eq!(codes, vec![0, 1, 3]);
 }
 
+/// `shadow run … >/dev/null` (scripts, CI, benchmarks): the command can still write to its
+/// stdout and stderr (they were a read-only /dev/null inside, and `print` failed with EBADF).
+#[test]
+fn stdout_and_stderr_dev_null_stay_writable() {
+    let p = Project::new("run-devnull");
+    let null = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap()
+    };
+    let mut c = p.cmd(&[
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "echo out && echo err >&2 && touch wrote",
+    ]);
+    c.stdout(null()).stderr(null());
+    let status = c.status().unwrap();
+    assert_eq!(status.code(), Some(0));
+    // The write after both echos landed in the session (shadow diff names it).
+    let diff = p.ok(&["diff", "--name-status"]);
+    assert!(diff.stdout.contains("wrote"), "{diff}");
+}
+
 /// The command is killed by SIGKILL from the host: shadow exits 128+9.
 #[test]
 fn killed_by_signal_from_the_host_is_137() {

@@ -51,8 +51,40 @@ fn install_filter(
     Ok(())
 }
 
+/// Makes stdio that is `/dev/null` writable again. libcontainer 0.7 replaces stdio that is the
+/// host's `/dev/null` by the container's, opened read-only, so a payload whose stdout or stderr
+/// was `/dev/null` (`shadow run … >/dev/null`, an engine's detached container) got EBADF on
+/// every write and died of it; runc opens it read-write. Best effort: a container without a
+/// usable `/dev/null` keeps what it had.
+fn writable_dev_null() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    else {
+        return;
+    };
+    let Ok(meta) = null.metadata() else { return };
+    if !meta.file_type().is_char_device() {
+        return;
+    }
+    for fd in 0..3 {
+        let Ok(st) = nix::sys::stat::fstat(fd) else {
+            continue;
+        };
+        let is_null = st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == meta.rdev();
+        let flags = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL).unwrap_or(0);
+        if is_null && flags & libc::O_ACCMODE != libc::O_RDWR {
+            let _ = nix::unistd::dup2(null.as_raw_fd(), fd);
+        }
+    }
+}
+
 impl Executor for ShadowExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        writable_dev_null();
         if !self.no_new_keyring && !denies_keyctl(spec) {
             join_new_session_keyring()?;
         }
