@@ -83,54 +83,22 @@ pub fn wrap_warn(hook: &Hook, kind: &str) -> Hook {
 /// (`startContainer` hooks run inside the container, where this binary is not.) Returns
 /// whether anything changed, i.e. whether the spec must run from an effective bundle.
 pub fn wrap_hooks(hooks: &mut Hooks, bundle: &Path, crumb: &Path) -> bool {
-    let (prestart, a) = wrap_all(hooks.prestart(), bundle, Some("created"), "prestart", crumb);
-    let (cr, b) = wrap_all(hooks.create_runtime(), bundle, None, "createRuntime", crumb);
-    let (cc, c) = wrap_all(
-        hooks.create_container(),
-        bundle,
-        None,
-        "createContainer",
-        crumb,
-    );
+    let state = |status, kind| move |h: &Hook| wrap(h, bundle, status, kind, crumb);
+    let (prestart, a) = wrap_each(hooks.prestart(), state(Some("created"), "prestart"));
+    let (cr, b) = wrap_each(hooks.create_runtime(), state(None, "createRuntime"));
+    let (cc, c) = wrap_each(hooks.create_container(), state(None, "createContainer"));
+    let (ps, d) = wrap_each(hooks.poststart(), |h| wrap_warn(h, "poststart"));
+    let (pt, e) = wrap_each(hooks.poststop(), |h| wrap_warn(h, "poststop"));
     hooks.set_prestart(prestart);
     hooks.set_create_runtime(cr);
     hooks.set_create_container(cc);
-    let mut changed = a || b || c;
-    for kind in ["poststart", "poststop"] {
-        let list = if kind == "poststart" {
-            hooks.poststart()
-        } else {
-            hooks.poststop()
-        };
-        let wrapped = list.as_ref().map(|l| {
-            l.iter()
-                .map(|h| {
-                    if h.path() == Path::new(SELF) {
-                        h.clone()
-                    } else {
-                        changed = true;
-                        wrap_warn(h, kind)
-                    }
-                })
-                .collect::<Vec<_>>()
-        });
-        if kind == "poststart" {
-            hooks.set_poststart(wrapped);
-        } else {
-            hooks.set_poststop(wrapped);
-        }
-    }
-    changed
+    hooks.set_poststart(ps);
+    hooks.set_poststop(pt);
+    a || b || c || d || e
 }
 
-/// Every hook of `list` but our own wrapped; and whether any was.
-fn wrap_all(
-    list: &Option<Vec<Hook>>,
-    bundle: &Path,
-    status: Option<&str>,
-    kind: &str,
-    crumb: &Path,
-) -> (Option<Vec<Hook>>, bool) {
+/// Every hook of `list` but our own wrapped by `wrap`; and whether any was.
+fn wrap_each(list: &Option<Vec<Hook>>, wrap: impl Fn(&Hook) -> Hook) -> (Option<Vec<Hook>>, bool) {
     let mut any = false;
     let out = list.as_ref().map(|l| {
         l.iter()
@@ -139,7 +107,7 @@ fn wrap_all(
                     h.clone()
                 } else {
                     any = true;
-                    wrap(h, bundle, status, kind, crumb)
+                    wrap(h)
                 }
             })
             .collect()
