@@ -300,14 +300,26 @@ impl Session {
         }
     }
 
-    /// Writes the bundle's config.json. Not synced: a bundle only matters while its
-    /// container runs, and a crash ends that (the session's state is in meta.json, which is);
-    /// two fsyncs were a tenth of a millisecond each of every start.
+    /// Writes the bundle's config.json atomically (a temporary file renamed over it: readers,
+    /// such as an engine's `delete` of a captured container, never see half of it). Not synced:
+    /// a bundle only matters while its container runs, and a crash ends that (the session's
+    /// state is in meta.json, which is synced); two fsyncs were a tenth of a millisecond each
+    /// of every start.
     pub fn write_config(&self, spec: &Spec) -> Result<()> {
         let json = serde_json::to_vec_pretty(spec)
             .map_err(|e| Error::InvalidInput(format!("cannot serialize spec: {e}")))?;
         let path = self.config_path();
-        fs::write(&path, json).ctx(|| format!("cannot write {}", path.display()))
+        let tmp = path.with_file_name(format!(".config.json.tmp-{:08x}", random_u32()?));
+        let res = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(&json))
+            .and_then(|()| fs::rename(&tmp, &path));
+        if res.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        res.ctx(|| format!("cannot write {}", path.display()))
     }
 }
 
@@ -366,6 +378,17 @@ fn remove_tree(path: &Path) -> std::io::Result<()> {
     fs::remove_dir(path)
 }
 
+/// How old a marker in `running/` without a session must be to be removed: far longer than
+/// creating a session takes (the marker comes first).
+pub const STALE_MARKER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`), or a constant where it cannot be read.
+fn boot_id() -> String {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// The session store.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -419,40 +442,56 @@ impl Store {
 
     /// `running/`: one empty file per session whose state is `running`, so that finding the
     /// sessions a crash interrupted (which every command does) costs what is running, not
-    /// every session ever kept. Made before the session exists and removed after its state
-    /// leaves `running`, so it never misses one; a marker without a running session is stale.
+    /// every session ever kept. A marker is made before its session exists and removed after
+    /// its state leaves `running`. The markers are not synced: a reboot (the crash the reaper
+    /// exists for) changes the boot id recorded in `running/.indexed`, and the first listing
+    /// after it scans every session again; so does the first listing of a store made by an
+    /// older shadow.
     fn running_dir(&self) -> PathBuf {
         self.root.join("running")
     }
 
-    /// The sessions that may be in state `running`: those with a marker in `running/` (stale
-    /// markers, whose session is gone or finished, are removed here). A store without
-    /// `running/` (made by an older shadow) is listed in full once, and gets one.
+    /// The sessions that may be in state `running`: those with a marker in `running/` (see
+    /// [`Store::running_dir`]), or all sessions in that state after a reboot. Markers whose
+    /// session has finished are removed here, and so are those whose session does not exist
+    /// after [`STALE_MARKER`] (younger ones may belong to a session being created).
     pub fn maybe_running(&self) -> Result<Vec<Session>> {
         let dir = self.running_dir();
-        let names: Vec<String> = match fs::read_dir(&dir) {
-            Ok(rd) => rd
-                .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
-                .filter(|n| validate_id(n).is_ok())
-                .collect(),
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                let all = self.list(None)?;
-                mkdir_private(&dir)?;
-                for s in all.iter().filter(|s| s.meta.state == SessionState::Running) {
-                    self.mark_running(s.id())?;
-                }
-                return Ok(all
-                    .into_iter()
-                    .filter(|s| s.meta.state == SessionState::Running)
-                    .collect());
+        let stamp = dir.join(".indexed");
+        let boot = boot_id();
+        if fs::read_to_string(&stamp).ok().as_deref() != Some(boot.as_str()) {
+            let running: Vec<Session> = self
+                .list(None)?
+                .into_iter()
+                .filter(|s| s.meta.state == SessionState::Running)
+                .collect();
+            for s in &running {
+                self.mark_running(s.id())?;
             }
-            Err(e) => return Err(e).ctx(|| format!("cannot read {}", dir.display())),
-        };
+            // Made only once every marker is: a scan cut short is redone next time.
+            fs::write(&stamp, &boot).ctx(|| format!("cannot write {}", stamp.display()))?;
+            return Ok(running);
+        }
+        let names: Vec<String> = fs::read_dir(&dir)
+            .ctx(|| format!("cannot read {}", dir.display()))?
+            .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
+            .filter(|n| validate_id(n).is_ok())
+            .collect();
         let mut out = Vec::new();
         for name in names {
             match self.load(&name) {
                 Ok(s) if s.meta.state == SessionState::Running => out.push(s),
-                Ok(_) | Err(Error::NoSession(_)) => self.unmark_running(&name),
+                Ok(_) => self.unmark_running(&name),
+                Err(Error::NoSession(_)) => {
+                    let old = fs::metadata(dir.join(&name))
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > STALE_MARKER);
+                    if old {
+                        self.unmark_running(&name);
+                    }
+                }
                 Err(e) => tracing::warn!("skipping session {name}: {e}"),
             }
         }

@@ -381,13 +381,49 @@ fn maybe_running_follows_the_state_and_heals() {
     assert_eq!(ids(f.store.maybe_running().unwrap()), [b.id()]);
     let running = f.store.root().join("running");
     assert!(!running.join(a.id()).exists());
-    // A stale marker (its session gone) is dropped by the listing.
-    fs::write(running.join("20260101-000000-cccccc"), "").unwrap();
+    // A marker without its session: young, it may be a session being created, and stays;
+    // older than STALE_MARKER it is dropped.
+    let young = running.join("20260101-000000-cccccc");
+    let old = running.join("20260101-000000-dddddd");
+    fs::write(&young, "").unwrap();
+    fs::write(&old, "").unwrap();
+    let past = std::time::SystemTime::now() - STALE_MARKER - std::time::Duration::from_secs(5);
+    fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(past)
+        .unwrap();
     assert_eq!(ids(f.store.maybe_running().unwrap()), [b.id()]);
-    assert!(!running.join("20260101-000000-cccccc").exists());
-    // A store from before the index: listed in full once, then indexed.
-    fs::remove_dir_all(&running).unwrap();
-    assert_eq!(ids(f.store.maybe_running().unwrap()), [b.id()]);
-    assert!(running.join(b.id()).exists());
-    assert!(!running.join(a.id()).exists());
+    assert!(young.exists());
+    assert!(!old.exists());
+    // A store from before the index, or indexed before a reboot (another boot id), or one
+    // where a create made running/ first: a full scan indexes every running session.
+    for reset in ["remove", "reboot", "create-first"] {
+        let c = match reset {
+            "remove" => {
+                fs::remove_dir_all(&running).unwrap();
+                None
+            }
+            "reboot" => {
+                fs::remove_file(running.join(b.id())).unwrap();
+                fs::write(running.join(".indexed"), "another-boot").unwrap();
+                None
+            }
+            _ => {
+                fs::remove_dir_all(&running).unwrap();
+                Some(f.store.create(&new(&f.project)).unwrap())
+            }
+        };
+        let mut want = vec![b.id().to_string()];
+        want.extend(c.as_ref().map(|c| c.id().to_string()));
+        assert_eq!(ids(f.store.maybe_running().unwrap()), want, "{reset}");
+        assert!(running.join(b.id()).exists(), "{reset}");
+        assert!(!running.join(a.id()).exists(), "{reset}");
+        if let Some(c) = c {
+            f.store
+                .update_meta(c.id(), |m| m.finish(SessionState::Exited, Some(0)))
+                .unwrap();
+        }
+    }
 }
