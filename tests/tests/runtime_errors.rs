@@ -132,6 +132,34 @@ fn apparmor_profile_without_apparmor_is_refused() {
         &["process.apparmorProfile", "AppArmor is not enabled"],
     );
     ctx.assert_clean();
+    // An empty profile is no profile (as runc).
+    let mut ctx = Ctx::new("apparmor-empty", &["true"]);
+    ctx.spec["process"]["apparmorProfile"] = json!("");
+    ctx.write_spec();
+    let id = ctx.id("c");
+    ctx.ok(&["run", &id]);
+    ctx.assert_clean();
+}
+
+/// The runtime spec: a hook's timeout MUST be greater than zero. Refused, naming the hook, rather
+/// than a poststart hook killed at once or an unlimited one.
+#[test]
+fn hook_timeout_not_above_zero_is_refused() {
+    for t in [0, -1] {
+        let mut ctx = Ctx::new("hooktimeout", &["true"]);
+        ctx.spec["hooks"] = json!({
+            "prestart": [{"path": "/bin/true"}],
+            "poststart": [{"path": "/bin/true", "timeout": 5}, {"path": "/bin/true", "timeout": t}],
+        });
+        ctx.write_spec();
+        let id = ctx.id("c");
+        expect_error(
+            &ctx,
+            &["run", &id],
+            &["hooks.poststart[1].timeout", "must be greater than zero"],
+        );
+        ctx.assert_clean();
+    }
 }
 
 #[test]

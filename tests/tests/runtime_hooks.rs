@@ -291,3 +291,27 @@ fn hooks_failing_poststart_and_poststop_warn_and_the_rest_run() {
     assert_eq!(read_trim(&out), "post-start called\npost-stop called");
     ctx.assert_clean();
 }
+
+/// In a user namespace the createContainer hook (mapped root) cannot leave its name where the
+/// runtime reads it: the error must then not name the prestart hook that ran (and succeeded)
+/// before it.
+#[test]
+fn hooks_failing_create_container_in_a_user_namespace_is_not_blamed_on_prestart() {
+    let mut ctx = Ctx::new("hookuserns", &["true"]);
+    ctx.spec["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "user"}));
+    let map = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+    ctx.spec["linux"]["uidMappings"] = map.clone();
+    ctx.spec["linux"]["gidMappings"] = map;
+    ctx.spec["hooks"] = json!({
+        "prestart": [{"path": "/bin/true"}],
+        "createContainer": [{"path": "/bin/false"}],
+    });
+    ctx.write_spec();
+    let id = ctx.id("c");
+    let line = expect_error(&ctx, &["run", &id], &["createContainer hook"]);
+    assert!(!line.contains("prestart"), "{line}");
+    ctx.assert_clean();
+}

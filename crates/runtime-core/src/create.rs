@@ -154,9 +154,15 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
         }
         Err(e) => {
             // libcontainer says only "hook command exited with non-zero exit code: N".
-            let e = match crate::hook_state::failed_hook(&crumb) {
-                Some(h) if e.message().contains("hook") => e.context(h),
-                _ => e,
+            let e = if e.message().contains("hook") {
+                // libcontainer reports an init's failure as "exec process failed …".
+                let in_init = e.message().contains("exec process failed");
+                match crate::hook_state::failed_hook(&crumb, in_init) {
+                    Some(h) => e.context(h),
+                    None => e,
+                }
+            } else {
+                e
             };
             cleanup_failed(&root, &o.id, cgroups_path.as_deref(), g.systemd_cgroup);
             Err(e)

@@ -49,12 +49,23 @@ pub fn wrap(hook: &Hook, bundle: &Path, status: Option<&str>, kind: &str, crumb:
     w
 }
 
-/// After a failed create: `KIND hook PATH` of the last wrapped hook that started (hooks run
-/// one after another and stop at the first failure, so that is the one that failed), if any.
-pub fn failed_hook(crumb: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(crumb).ok()?;
-    let (kind, path) = text.split_once(' ')?;
-    Some(format!("{kind} hook {path}"))
+/// After a create that failed in a hook: `KIND hook PATH` of the last wrapped hook that started
+/// (hooks run one after another and stop at the first failure, so that is the one that failed),
+/// if any. `in_init`: the failure came from the container's init, where createContainer hooks
+/// run (prestart and createRuntime hooks run in the runtime). A crumb of the other side is not
+/// trusted: a createContainer hook in a user namespace cannot write it (the directory belongs
+/// to host root), and the crumb then names an earlier hook that succeeded.
+pub fn failed_hook(crumb: &Path, in_init: bool) -> Option<String> {
+    let text = std::fs::read_to_string(crumb).ok();
+    let named = text
+        .as_deref()
+        .and_then(|t| t.split_once(' '))
+        .filter(|(kind, _)| (*kind == "createContainer") == in_init);
+    match named {
+        Some((kind, path)) => Some(format!("{kind} hook {path}")),
+        None if in_init => Some("a createContainer hook".into()),
+        None => None,
+    }
 }
 
 /// `hook` (of kind `kind`, poststart or poststop) wrapped so that its failure is a warning:
@@ -191,7 +202,9 @@ pub(crate) fn run_warn(args: &[std::ffi::OsString]) -> std::result::Result<(), S
         stdin = Some(f);
     }
     if let Err(why) = run_child(path, argv, timeout, stdin) {
-        eprintln!(
+        // Not eprintln!: a closed stderr must not turn the warning into a failure (a panic).
+        let _ = writeln!(
+            std::io::stderr(),
             "shadow-runtime: warning: {} hook {} failed: {why}; continuing, as the runtime \
              spec requires for {0} hooks",
             kind.to_string_lossy(),
@@ -239,6 +252,8 @@ fn run_child(
     if let Some(f) = stdin {
         cmd.stdin(f);
     }
+    // Its own process group, so that a timeout ends what it started too.
+    cmd.process_group(0);
     let mut child = cmd.spawn().map_err(|e| format!("cannot run it: {e}"))?;
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -250,7 +265,9 @@ fn run_child(
         Some(t) => match rx.recv_timeout(t) {
             Ok(s) => s,
             Err(_) => {
-                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                // The whole group: a hook's own children (`sh -c '…'`) would otherwise keep
+                // running and hold the runtime's stderr open for whoever reads it to EOF.
+                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
                 let _ = rx.recv();
                 return Err(format!("timed out after {}s and was killed", t.as_secs()));
             }
@@ -376,6 +393,30 @@ mod tests {
             run_child(Path::new("/bin/sh"), &sh("exec sleep 30"), t, None),
             Err("timed out after 1s and was killed".into())
         );
+        // What the hook started dies with it.
+        let d = tempfile::tempdir().unwrap();
+        let pidfile = d.path().join("pid");
+        let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+        assert!(run_child(Path::new("/bin/sh"), &sh(&script), t, None).is_err());
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+        };
+        let t0 = std::time::Instant::now();
+        while alive() && t0.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!alive(), "the hook's child {pid} outlived its timeout");
         assert!(run_child(Path::new("/nonexistent"), &[], None, None)
             .unwrap_err()
             .starts_with("cannot run it"));
@@ -427,11 +468,25 @@ mod tests {
     fn failed_hook_reads_the_crumb() {
         let d = tempfile::tempdir().unwrap();
         let c = d.path().join("hook");
-        assert_eq!(failed_hook(&c), None);
+        assert_eq!(failed_hook(&c, false), None);
+        assert_eq!(
+            failed_hook(&c, true).as_deref(),
+            Some("a createContainer hook")
+        );
         std::fs::write(&c, "prestart /usr/bin/my hook").unwrap();
         assert_eq!(
-            failed_hook(&c).as_deref(),
+            failed_hook(&c, false).as_deref(),
             Some("prestart hook /usr/bin/my hook")
+        );
+        // The init failed, but the last crumb is a prestart hook's: that one succeeded.
+        assert_eq!(
+            failed_hook(&c, true).as_deref(),
+            Some("a createContainer hook")
+        );
+        std::fs::write(&c, "createContainer /bin/false").unwrap();
+        assert_eq!(
+            failed_hook(&c, true).as_deref(),
+            Some("createContainer hook /bin/false")
         );
     }
 }

@@ -62,6 +62,13 @@ pub fn effective_spec(
     if swap_masked_eq(&mut spec) {
         changed = true;
     }
+    // An empty AppArmor profile means none (runc ignores it); libcontainer would try to apply it.
+    if let Some(p) = spec.process_mut() {
+        if p.apparmor_profile().as_deref() == Some("") {
+            p.set_apparmor_profile(None);
+            changed = true;
+        }
+    }
     if loopback_hook && crate::net::wants_new_netns(&spec) {
         let hook = oci_spec::runtime::HookBuilder::default()
             .path("/proc/self/exe")

@@ -113,6 +113,25 @@ pub fn validate(spec: &Spec, bundle: &Path, config_path: &Path) -> Result<PathBu
             process.cwd()
         )));
     }
+    if let Some(hooks) = spec.hooks() {
+        let kinds = [
+            ("prestart", hooks.prestart()),
+            ("createRuntime", hooks.create_runtime()),
+            ("createContainer", hooks.create_container()),
+            ("startContainer", hooks.start_container()),
+            ("poststart", hooks.poststart()),
+            ("poststop", hooks.poststop()),
+        ];
+        for (kind, list) in kinds {
+            for (i, h) in list.iter().flatten().enumerate() {
+                if let Some(t) = h.timeout().filter(|t| *t <= 0) {
+                    return Err(at(format!(
+                        "field `hooks.{kind}[{i}].timeout`: {t} (must be greater than zero)"
+                    )));
+                }
+            }
+        }
+    }
     if let Some(profile) = process.apparmor_profile().as_deref() {
         // Fail closed: libcontainer would fail later with a bare "no such file" (the profile's
         // /proc/self/attr/apparmor/exec), after most of the container was set up.
