@@ -385,6 +385,26 @@ async fn handle(req: Request<Incoming>, sh: Arc<Shared>) -> Response<Body> {
     }
 }
 
+const SESSION_ENDED: &str = "closed: the session ended";
+
+/// How long a request or tunnel still gets to end on its own once the session has ended. A
+/// request whose response the client already has is finishing then (its connection notices the
+/// end of the body a moment later); it must not be recorded as cut off.
+const END_GRACE: Duration = Duration::from_millis(250);
+
+/// `work`'s output, or None if the session ended (`stop`) and it did not finish within
+/// [`END_GRACE`] after that.
+async fn until_stopped<F: std::future::Future>(
+    work: F,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> Option<F::Output> {
+    tokio::pin!(work);
+    tokio::select! {
+        r = &mut work => Some(r),
+        _ = stop.changed() => tokio::time::timeout(END_GRACE, work).await.ok(),
+    }
+}
+
 /// Reports an allowed request when it is over.
 struct Report {
     sh: Arc<Shared>,
@@ -468,12 +488,12 @@ fn tunnel(
         let error = match on_upgrade.await {
             Ok(upgraded) => {
                 let mut client = TokioIo::new(upgraded);
-                tokio::select! {
-                    r = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {
-                        r.err().map(|e| e.to_string())
-                    }
-                    _ = stop.changed() => Some("closed: the session ended".to_string()),
-                }
+                let copy = tokio::io::copy_bidirectional(&mut client, &mut upstream);
+                let r = until_stopped(copy, &mut stop).await;
+                r.map_or_else(
+                    || Some(SESSION_ENDED.to_string()),
+                    |r| r.err().map(|e| e.to_string()),
+                )
             }
             Err(e) => Some(format!("upgrade failed: {e}")),
         };
@@ -545,10 +565,10 @@ async fn forward(
     // gone: then the byte counts are final.
     tokio::spawn(async move {
         let _track = track;
-        let error = tokio::select! {
-            r = conn => r.err().map(|e| format!("upstream: {e}")),
-            _ = stop.changed() => Some("closed: the session ended".to_string()),
-        };
+        let error = until_stopped(conn, &mut stop).await.map_or_else(
+            || Some(SESSION_ENDED.to_string()),
+            |r| r.err().map(|e| format!("upstream: {e}")),
+        );
         let status = status_rx.await.unwrap_or(502);
         report.finish(
             Some(addr),
