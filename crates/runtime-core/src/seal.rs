@@ -178,11 +178,28 @@ pub fn ensure_sealed() -> io::Result<()> {
         }
         copied += n as u64;
     }
-    // SAFETY: F_ADD_SEALS on our memfd.
-    if unsafe { libc::fcntl(memfd.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    add_seals(memfd.as_raw_fd())?;
     Err(exec_fd(memfd.as_raw_fd()))
+}
+
+/// F_ADD_SEALS, retried while it fails with EBUSY. `F_SEAL_WRITE` refuses while any page of
+/// the file holds an extra reference, and pages just written can still sit in another CPU's
+/// LRU batch (the kernel drains only the current CPU's before it gives up): seen once in a CI
+/// run of the rootless tests. Retrying lets those batches drain; a few ms at worst.
+fn add_seals(fd: RawFd) -> io::Result<()> {
+    let mut attempt = 0u64;
+    loop {
+        // SAFETY: F_ADD_SEALS on our memfd.
+        if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, SEALS) } >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        attempt += 1;
+        if e.raw_os_error() != Some(libc::EBUSY) || attempt > 20 {
+            return Err(e);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(attempt));
+    }
 }
 
 fn memfd_create() -> io::Result<OwnedFd> {
