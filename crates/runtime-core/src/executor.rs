@@ -59,6 +59,19 @@ fn install_filter(
 fn writable_dev_null() {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    // Character device 1:3 opened other than read-write; /dev/null is opened only then.
+    let null_rdev = libc::makedev(1, 3);
+    let swapped: Vec<i32> = (0..3)
+        .filter(|&fd| {
+            nix::sys::stat::fstat(fd).is_ok_and(|st| {
+                st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == null_rdev
+            }) && nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL)
+                .is_ok_and(|f| f & libc::O_ACCMODE != libc::O_RDWR)
+        })
+        .collect();
+    if swapped.is_empty() {
+        return;
+    }
     let Ok(null) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -66,19 +79,15 @@ fn writable_dev_null() {
     else {
         return;
     };
-    let Ok(meta) = null.metadata() else { return };
-    if !meta.file_type().is_char_device() {
+    // The container's /dev/null must be the real one before it replaces anything.
+    if !null
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == null_rdev)
+    {
         return;
     }
-    for fd in 0..3 {
-        let Ok(st) = nix::sys::stat::fstat(fd) else {
-            continue;
-        };
-        let is_null = st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == meta.rdev();
-        let flags = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL).unwrap_or(0);
-        if is_null && flags & libc::O_ACCMODE != libc::O_RDWR {
-            let _ = nix::unistd::dup2(null.as_raw_fd(), fd);
-        }
+    for fd in swapped {
+        let _ = nix::unistd::dup2(null.as_raw_fd(), fd);
     }
 }
 

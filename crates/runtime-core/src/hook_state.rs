@@ -148,12 +148,7 @@ pub(crate) fn run(args: &[std::ffi::OsString]) -> std::result::Result<(), String
     if status != "-" {
         state["status"] = status.to_string_lossy().into();
     }
-    // A memfd, not a pipe: the state (annotations included) may exceed a pipe's buffer, and
-    // nobody would drain it before the exec.
-    let mut f = memfd()?;
-    f.write_all(state.to_string().as_bytes())
-        .and_then(|()| f.rewind())
-        .map_err(|e| format!("hook state: {e}"))?;
+    let f = state_file(&state.to_string())?;
     let mut cmd = std::process::Command::new(path);
     if let Some((arg0, rest)) = argv.split_first() {
         cmd.arg0(arg0).args(rest);
@@ -195,11 +190,7 @@ pub(crate) fn run_warn(args: &[std::ffi::OsString]) -> std::result::Result<(), S
         if let Some(pid) = pid {
             wait_for_exec(pid, EXEC_WAIT);
         }
-        let mut f = memfd()?;
-        f.write_all(text.as_bytes())
-            .and_then(|()| f.rewind())
-            .map_err(|e| format!("hook state: {e}"))?;
-        stdin = Some(f);
+        stdin = Some(state_file(&text)?);
     }
     if let Err(why) = run_child(path, argv, timeout, stdin) {
         // Not eprintln!: a closed stderr must not turn the warning into a failure (a panic).
@@ -281,10 +272,16 @@ fn run_child(
     }
 }
 
-fn memfd() -> std::result::Result<std::fs::File, String> {
+/// The hook's stdin holding `state`, read from the start. A memfd, not a pipe: the state
+/// (annotations included) may exceed a pipe's buffer, and nobody would drain it before the exec.
+fn state_file(state: &str) -> std::result::Result<std::fs::File, String> {
     let fd = rustix::fs::memfd_create("hook-state", rustix::fs::MemfdFlags::CLOEXEC)
         .map_err(|e| format!("hook state: memfd: {e}"))?;
-    Ok(std::fs::File::from(fd))
+    let mut f = std::fs::File::from(fd);
+    f.write_all(state.as_bytes())
+        .and_then(|()| f.rewind())
+        .map_err(|e| format!("hook state: {e}"))?;
+    Ok(f)
 }
 
 #[cfg(test)]

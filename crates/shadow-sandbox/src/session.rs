@@ -308,18 +308,7 @@ impl Session {
     pub fn write_config(&self, spec: &Spec) -> Result<()> {
         let json = serde_json::to_vec_pretty(spec)
             .map_err(|e| Error::InvalidInput(format!("cannot serialize spec: {e}")))?;
-        let path = self.config_path();
-        let tmp = path.with_file_name(format!(".config.json.tmp-{:08x}", random_u32()?));
-        let res = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(&json))
-            .and_then(|()| fs::rename(&tmp, &path));
-        if res.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        res.ctx(|| format!("cannot write {}", path.display()))
+        replace(&self.config_path(), &json, false)
     }
 }
 
@@ -340,6 +329,13 @@ fn fsync_dir(dir: &Path) -> Result<()> {
 /// dir fsync: a crash leaves either the old or the new content, never a
 /// truncated file.
 fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    replace(path, data, true)
+}
+
+/// Writes `path` via a unique temp file in the same dir + rename, so that a
+/// reader never sees half of it; with `sync`, the file and then the directory
+/// are fsynced too (durable, not only atomic).
+fn replace(path: &Path, data: &[u8], sync: bool) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp-{:08x}", random_u32()?));
@@ -350,7 +346,7 @@ fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
             .open(&tmp)
             .ctx(|| format!("cannot create {}", tmp.display()))?;
         f.write_all(data)
-            .and_then(|()| f.sync_all())
+            .and_then(|()| if sync { f.sync_all() } else { Ok(()) })
             .ctx(|| format!("cannot write {}", tmp.display()))?;
         fs::rename(&tmp, path).ctx(|| format!("cannot replace {}", path.display()))
     })();
@@ -358,7 +354,10 @@ fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     res?;
-    fsync_dir(dir)
+    if sync {
+        fsync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// Removes a tree, first giving directories u+rwx: the kernel creates the
