@@ -12,7 +12,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # System packages the build, tests and benchmarks need (Debian 12 names).
 SHADOW_APT_PACKAGES=(
   libseccomp-dev pkg-config busybox-static
-  runc crun bubblewrap hyperfine uidmap iproute2 jq tmux python3 time git util-linux e2fsprogs
+  runc crun bubblewrap hyperfine uidmap iproute2 jq tmux python3 time git util-linux e2fsprogs gcc
   docker.io podman containerd
 )
 # >>> Packages for later scenarios (NOT needed yet). Add them here when the

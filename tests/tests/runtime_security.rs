@@ -255,3 +255,110 @@ fn seccomp_masked_eq_has_its_oci_meaning() {
     assert!(o.stdout.contains("term=0"), "{o}");
     ctx.assert_clean();
 }
+
+/// Put an NSS module into `ctx`'s rootfs that announces itself when loaded (a line on stderr and
+/// `/nss-loaded` in the rootfs), and an `nsswitch.conf` that names it for passwd and group.
+fn plant_nss_module(ctx: &Ctx) {
+    let src = ctx.dir().join("evil.c");
+    fs::write(
+        &src,
+        r#"#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void loaded(void) {
+    static const char msg[] = "IMAGE-NSS-MODULE-LOADED\n";
+    int fd = open("/nss-loaded", O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) { (void)write(fd, msg, sizeof msg - 1); close(fd); }
+    (void)write(2, msg, sizeof msg - 1);
+}
+"#,
+    )
+    .unwrap();
+    // Wherever this host's glibc looks for libraries (multiarch and plain /lib).
+    let multiarch = std::process::Command::new("cc")
+        .arg("-print-multiarch")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let mut dirs = vec![ctx.rootfs.join("lib"), ctx.rootfs.join("usr/lib")];
+    if !multiarch.is_empty() {
+        dirs.push(ctx.rootfs.join("lib").join(&multiarch));
+        dirs.push(ctx.rootfs.join("usr/lib").join(&multiarch));
+    }
+    for d in &dirs {
+        fs::create_dir_all(d).unwrap();
+        let out = d.join("libnss_evil.so.2");
+        let st = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .status()
+            .expect("cc (needed to build the test's NSS module)");
+        assert!(st.success(), "cc failed for {}", out.display());
+    }
+    fs::write(
+        ctx.rootfs.join("etc/nsswitch.conf"),
+        "passwd: evil\ngroup: evil\nshadow: evil\n",
+    )
+    .unwrap();
+    let mut pw = fs::read_to_string(ctx.rootfs.join("etc/passwd")).unwrap();
+    pw.push_str("dev:x:1000:1000:Dev:/home/dev:/bin/sh\n");
+    fs::write(ctx.rootfs.join("etc/passwd"), pw).unwrap();
+}
+
+/// An image cannot run code inside the runtime: with no `HOME` in the spec, libcontainer would
+/// look the user up through glibc's NSS inside the container, and glibc would load the module
+/// the image's `nsswitch.conf` names from the image, in the container's init process during
+/// `create` (before `start`). The runtime resolves `HOME` from the image's `/etc/passwd` itself,
+/// as runc does, for the container and for `exec`.
+#[test]
+fn nss_modules_of_the_image_are_never_loaded_by_the_runtime() {
+    let ctx = Ctx::new("nss", &["sh", "-c", "echo HOME=$HOME; exec sleep 60"]);
+    plant_nss_module(&ctx);
+    let marker = ctx.rootfs.join("nss-loaded");
+    let id = ctx.id("c");
+    let b = ctx.bundle.to_str().unwrap().to_string();
+    ctx.ok(&["create", "-b", &b, &id]);
+    assert!(
+        !marker.exists(),
+        "the image's NSS module ran in the runtime at create"
+    );
+    ctx.ok(&["start", &id]);
+    ctx.wait_status(&id, "running");
+
+    // exec of a process without HOME, as uid 1000: HOME from the image's passwd.
+    let proc_file = ctx.dir().join("exec-process.json");
+    fs::write(
+        &proc_file,
+        serde_json::to_vec(&serde_json::json!({
+            "terminal": false,
+            "user": {"uid": 1000, "gid": 1000},
+            "args": ["sh", "-c", "echo HOME=$HOME"],
+            "env": ["PATH=/bin"],
+            "cwd": "/"
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let o = ctx.ok(&["exec", "--process", proc_file.to_str().unwrap(), &id]);
+    assert_eq!(o.stdout.trim(), "HOME=/home/dev", "{o}");
+    assert!(!o.stderr.contains("IMAGE-NSS-MODULE-LOADED"), "{o}");
+    // An exec of the init's process inherits the HOME the runtime gave it.
+    let o = ctx.ok(&["exec", &id, "sh", "-c", "echo HOME=$HOME"]);
+    assert_eq!(o.stdout.trim(), "HOME=/root", "{o}");
+    ctx.kill_and_delete(&id);
+    assert!(
+        !marker.exists(),
+        "the image's NSS module was loaded: {}",
+        fs::read_to_string(&marker).unwrap_or_default()
+    );
+
+    // `run` in the foreground: HOME from the image's passwd, nothing loaded.
+    let mut ctx = ctx;
+    ctx.set_args(&["sh", "-c", "echo HOME=$HOME"]);
+    let id = ctx.id("r");
+    let o = ctx.ok(&["run", "-b", &b, &id]);
+    assert_eq!(o.stdout.trim(), "HOME=/root", "{o}");
+    assert!(!o.stderr.contains("IMAGE-NSS-MODULE-LOADED"), "{o}");
+    assert!(!marker.exists(), "the image's NSS module was loaded by run");
+    ctx.assert_clean();
+}

@@ -116,6 +116,15 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
             changed = true;
         }
     }
+    // HOME is resolved here, never by libcontainer through NSS inside the container (see home).
+    if let Some(p) = eff.process_mut() {
+        if crate::home::ensure(p, &rootfs) {
+            if let Some(r) = eff.root_mut() {
+                r.set_path(rootfs.clone());
+            }
+            changed = true;
+        }
+    }
     let eff_dir = prepare::effective_bundle_dir(&root, &o.id);
     let lc_bundle = if changed {
         prepare::write_bundle(&eff_dir, &eff)?;

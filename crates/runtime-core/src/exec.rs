@@ -6,7 +6,7 @@
 //! the defaults). That object is what libcontainer executes, so the flags map to it exactly and
 //! the mapping is unit-tested as data.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::container::ContainerStatus;
@@ -205,6 +205,15 @@ pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
             exec_process(&base, o)?
         }
     };
+    // HOME is resolved here, in the container's own view of its root (its mounts included),
+    // never by libcontainer through NSS inside the container (see home).
+    let mut process = process;
+    if let Some(pid) = c.pid() {
+        crate::home::ensure(
+            &mut process,
+            &Path::new("/proc").join(pid.to_string()).join("root"),
+        );
+    }
     let terminal = process.terminal().unwrap_or(false);
     if terminal && o.detach && console.is_none() {
         return Err(Error::invalid(

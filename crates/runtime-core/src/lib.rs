@@ -14,6 +14,7 @@ pub mod exec;
 pub mod executor;
 pub mod features;
 pub mod foreground;
+pub mod home;
 pub mod hook_state;
 pub mod id;
 pub mod init_shim;

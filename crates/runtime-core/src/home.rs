@@ -1,0 +1,197 @@
+//! `HOME` for a container process whose spec does not set one, found by the runtime on the host.
+//!
+//! Threat: when `process.env` has no (or an empty) `HOME`, libcontainer 0.7 calls glibc's
+//! `getpwuid_r` inside the container's init process, after `pivot_root`. glibc then reads the
+//! *container's* `/etc/nsswitch.conf` and `dlopen`s the `libnss_<service>.so.2` it names from the
+//! *container's* filesystem: a hostile image runs its own code inside the runtime's init process
+//! during `create` — before `start`, before `startContainer` hooks, with the runtime's sync
+//! channels still open (reproduced: a `passwd: evil` image wrote a file as pid 1 at `create`).
+//! runc never calls NSS there; it parses `/etc/passwd` itself.
+//!
+//! Defence: the runtime resolves `HOME` before it hands the process to libcontainer, from the
+//! container's `/etc/passwd` read as plain data (opened with `RESOLVE_IN_ROOT` below the
+//! container's root, regular files only, size-capped, never blocking), falling back to `/` as runc
+//! does; libcontainer then finds `HOME` set and never calls NSS. Parsing is [`passwd_home`], pure
+//! and unit-tested.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::path::Path;
+
+use oci_spec::runtime::Process;
+
+/// Larger `/etc/passwd` files are not read (the fallback `/` is used).
+const MAX_PASSWD: u64 = 4 << 20;
+
+/// The value libcontainer would see for `HOME` in `env` (the last entry wins, as in its map).
+fn env_home(env: &[String]) -> Option<&str> {
+    env.iter().rev().find_map(|e| e.strip_prefix("HOME="))
+}
+
+/// True if `p` has no `HOME`, or an empty one: libcontainer would look it up through NSS.
+pub fn missing(p: &Process) -> bool {
+    env_home(p.env().as_deref().unwrap_or_default()).is_none_or(str::is_empty)
+}
+
+/// Set `HOME=home` in `p`'s environment (replacing an empty entry).
+pub fn set(p: &mut Process, home: &str) {
+    let mut env = p.env().clone().unwrap_or_default();
+    env.retain(|e| !e.starts_with("HOME="));
+    env.push(format!("HOME={home}"));
+    p.set_env(Some(env));
+}
+
+/// The home directory of `uid` in the text of an `/etc/passwd` (`name:pw:uid:gid:gecos:home:shell`);
+/// the first entry for `uid` wins, as in glibc's files lookup. Malformed lines are skipped.
+pub fn passwd_home(passwd: &[u8], uid: u32) -> Option<String> {
+    let text = String::from_utf8_lossy(passwd);
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|line| {
+            let f: Vec<&str> = line.split(':').collect();
+            if f.len() < 7 || f[2].parse::<u32>().ok()? != uid {
+                return None;
+            }
+            Some(f[5].to_string())
+        })
+        .filter(|h| !h.is_empty())
+}
+
+/// `/etc/passwd` below `root` (a directory that is the container's `/`), resolved with every
+/// path component kept inside it. `None` if it is missing, not a regular file, or too large.
+fn read_passwd(root: &Path) -> Option<Vec<u8>> {
+    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+    let dir = File::open(root).ok()?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = openat2(dir.as_raw_fd(), "etc/passwd", how).ok()?;
+    // SAFETY: openat2 just returned this fd; nothing else owns it.
+    let file = unsafe { File::from_raw_fd(fd) };
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_PASSWD {
+        return None;
+    }
+    let mut data = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_PASSWD).read_to_end(&mut data).ok()?;
+    Some(data)
+}
+
+/// `HOME` for `uid` in the container whose root directory is `root`: its `/etc/passwd` entry's
+/// home, else `/` (runc's default).
+pub fn lookup(root: &Path, uid: u32) -> String {
+    read_passwd(root)
+        .and_then(|d| passwd_home(&d, uid))
+        .unwrap_or_else(|| "/".to_string())
+}
+
+/// Give `p` a `HOME` from the container rooted at `root` if it has none. True if `p` changed.
+pub fn ensure(p: &mut Process, root: &Path) -> bool {
+    if !missing(p) {
+        return false;
+    }
+    let home = lookup(root, p.user().uid());
+    set(p, &home);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oci_spec::runtime::ProcessBuilder;
+
+    const PASSWD: &[u8] = b"root:x:0:0:root:/root:/bin/sh\n\
+# a comment:x:5:5::/nope:/bin/sh\n\
+broken line\n\
+daemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n\
+nohome:x:7:7:::/bin/sh\n\
+dev:x:1000:1000:Dev,,,:/home/dev:/bin/bash\n\
+dup:x:1000:1000::/home/second:/bin/sh\n";
+
+    #[test]
+    fn passwd_entries_by_uid() {
+        assert_eq!(passwd_home(PASSWD, 0).as_deref(), Some("/root"));
+        assert_eq!(passwd_home(PASSWD, 1).as_deref(), Some("/usr/sbin"));
+        assert_eq!(passwd_home(PASSWD, 1000).as_deref(), Some("/home/dev"));
+        assert_eq!(passwd_home(PASSWD, 5), None, "comments are not entries");
+        assert_eq!(passwd_home(PASSWD, 7), None, "an empty home is none");
+        assert_eq!(passwd_home(PASSWD, 4242), None);
+        assert_eq!(passwd_home(b"", 0), None);
+    }
+
+    fn process(env: &[&str]) -> Process {
+        ProcessBuilder::default()
+            .args(vec!["sh".to_string()])
+            .env(env.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn home_is_missing_when_absent_or_empty() {
+        assert!(missing(&process(&["PATH=/bin"])));
+        assert!(missing(&process(&["HOME="])));
+        assert!(
+            missing(&process(&["HOME=/x", "HOME="])),
+            "the last entry wins"
+        );
+        assert!(!missing(&process(&["HOME=", "HOME=/x"])));
+        assert!(!missing(&process(&["PATH=/bin", "HOME=/h"])));
+        let mut p = process(&["PATH=/bin"]);
+        p.set_env(None);
+        assert!(missing(&p));
+    }
+
+    #[test]
+    fn set_replaces_empty_entries() {
+        let mut p = process(&["HOME=", "PATH=/bin"]);
+        set(&mut p, "/root");
+        assert_eq!(
+            p.env().as_deref().unwrap(),
+            ["PATH=/bin".to_string(), "HOME=/root".to_string()]
+        );
+    }
+
+    #[test]
+    fn lookup_reads_the_containers_passwd_and_stays_inside_it() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("rootfs");
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(root.join("etc/passwd"), PASSWD).unwrap();
+        assert_eq!(lookup(&root, 1000), "/home/dev");
+        assert_eq!(lookup(&root, 4242), "/", "unknown uid: runc's default");
+
+        // An absolute symlink is resolved inside the root, not on the host.
+        let other = t.path().join("other");
+        std::fs::create_dir_all(other.join("etc")).unwrap();
+        std::fs::create_dir_all(other.join("srv")).unwrap();
+        std::fs::write(other.join("srv/passwd"), b"u:x:3:3::/inside:/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink("/srv/passwd", other.join("etc/passwd")).unwrap();
+        assert_eq!(lookup(&other, 3), "/inside");
+        std::fs::remove_file(other.join("etc/passwd")).unwrap();
+        std::os::unix::fs::symlink("../../../../../../etc/passwd", other.join("etc/passwd"))
+            .unwrap();
+        assert_eq!(
+            lookup(&other, 0),
+            "/",
+            "a climbing symlink stays in the root"
+        );
+
+        // A FIFO neither blocks nor is read.
+        std::fs::remove_file(other.join("etc/passwd")).unwrap();
+        nix::unistd::mkfifo(&other.join("etc/passwd"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(lookup(&other, 0), "/");
+        assert_eq!(lookup(&t.path().join("missing"), 0), "/");
+    }
+
+    #[test]
+    fn ensure_keeps_a_given_home() {
+        let t = tempfile::tempdir().unwrap();
+        let mut p = process(&["HOME=/given"]);
+        assert!(!ensure(&mut p, t.path()));
+        let mut p = process(&["PATH=/bin"]);
+        assert!(ensure(&mut p, t.path()));
+        assert_eq!(env_home(p.env().as_deref().unwrap()), Some("/"));
+    }
+}
