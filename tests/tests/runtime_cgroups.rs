@@ -186,3 +186,50 @@ fn events_streams_until_the_container_stops() {
     ctx.ok(&["delete", &id]);
     ctx.assert_clean();
 }
+
+/// The spec's read-only cgroup mount is read-only inside the container (libcontainer 0.7 binds
+/// v1 hierarchies read-write whatever the spec says): the container can neither lift its own
+/// pids limit nor leave a sub-cgroup behind that would make `delete` fail, as under runc.
+#[test]
+fn read_only_cgroup_mount_cannot_be_written() {
+    let mut ctx = Ctx::new(
+        "cgro",
+        &[
+            "sh",
+            "-c",
+            "echo 77 > /sys/fs/cgroup/pids/pids.max && echo RAISED; \
+             mkdir /sys/fs/cgroup/pids/evil && echo CHILD; \
+             touch /sys/fs/cgroup/x && echo TMPFS; \
+             awk '$5 ~ \"^/sys/fs/cgroup\" {print $5, $6}' /proc/self/mountinfo",
+        ],
+    );
+    ctx.spec["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+            "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]
+        }));
+    ctx.spec["linux"]["resources"]["pids"] = serde_json::json!({"limit": 50});
+    ctx.write_spec();
+    let id = ctx.id("c");
+    let o = ctx.rt(&["run", &id]);
+    assert_eq!(o.code(), Some(0), "{o}");
+    for word in ["RAISED", "CHILD", "TMPFS"] {
+        assert!(
+            !o.stdout.contains(word),
+            "the container wrote its cgroup mount: {o}"
+        );
+    }
+    assert!(o.stderr.contains("Read-only file system"), "{o}");
+    let mounts: Vec<&str> = o.stdout.lines().collect();
+    assert!(mounts.len() > 1, "no cgroup hierarchy mounted: {o}");
+    for m in &mounts {
+        let opts = m.split_whitespace().nth(1).unwrap_or("");
+        assert!(
+            opts.split(',').any(|f| f == "ro"),
+            "{m} is not read-only: {o}"
+        );
+    }
+    ctx.assert_clean();
+}

@@ -145,6 +145,14 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
                 .map_err(|e| Error::from_libcontainer("save state", &e))?;
         }
         crate::cgroups::apply_disable_oom_killer(&c, &eff)?;
+        // libcontainer mounts v1 cgroup hierarchies read-write whatever the spec says (see
+        // cgroup_mount). Rootless callers cannot enter the container's mount namespace from
+        // here; there the hierarchies' files belong to the host's root and stay unwritable.
+        if is_root {
+            if let Some(pid) = c.pid() {
+                crate::cgroup_mount::enforce(pid.as_raw(), &eff)?;
+            }
+        }
         if !rootless && crate::net::wants_new_netns(&eff) {
             if let Some(pid) = c.pid() {
                 crate::net::loopback_up(pid.as_raw())?;

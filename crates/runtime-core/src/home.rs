@@ -60,19 +60,29 @@ pub fn passwd_home(passwd: &[u8], uid: u32) -> Option<String> {
 
 /// `/etc/passwd` below `root` (a directory that is the container's `/`), resolved with every
 /// path component kept inside it. `None` if it is missing, not a regular file, or too large.
+/// It is first opened `O_PATH` (which opens nothing: a device node planted by the image is never
+/// opened by the runtime, whose open of some devices has effects) and only a regular file is
+/// then opened for reading, through that same handle.
 fn read_passwd(root: &Path) -> Option<Vec<u8>> {
     use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = File::open(root).ok()?;
     let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
     let fd = openat2(dir.as_raw_fd(), "etc/passwd", how).ok()?;
     // SAFETY: openat2 just returned this fd; nothing else owns it.
-    let file = unsafe { File::from_raw_fd(fd) };
-    let meta = file.metadata().ok()?;
+    let handle = unsafe { File::from_raw_fd(fd) };
+    let meta = handle.metadata().ok()?;
     if !meta.is_file() || meta.len() > MAX_PASSWD {
         return None;
     }
+    // Reopening the O_PATH handle opens the same inode, whatever happened to the path since.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{}", handle.as_raw_fd()))
+        .ok()?;
     let mut data = Vec::with_capacity(meta.len() as usize);
     file.take(MAX_PASSWD).read_to_end(&mut data).ok()?;
     Some(data)
@@ -183,6 +193,48 @@ dup:x:1000:1000::/home/second:/bin/sh\n";
         nix::unistd::mkfifo(&other.join("etc/passwd"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         assert_eq!(lookup(&other, 0), "/");
         assert_eq!(lookup(&t.path().join("missing"), 0), "/");
+
+        // Nothing but a regular file is opened (the runtime's open of a device node can have
+        // effects): inotify reports every open but an O_PATH one.
+        std::fs::remove_file(other.join("etc/passwd")).unwrap();
+        let made = nix::sys::stat::mknod(
+            &other.join("etc/passwd"),
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::S_IRUSR,
+            nix::sys::stat::makedev(1, 3),
+        );
+        // mknod needs root (CI runs the unit tests as root).
+        if made.is_ok() {
+            assert_eq!(
+                opens_during(&other.join("etc/passwd"), || lookup(&other, 0)),
+                (0, "/".into())
+            );
+        }
+        // The same check sees the open of a regular file.
+        std::fs::remove_file(other.join("etc/passwd")).unwrap();
+        std::fs::write(other.join("etc/passwd"), PASSWD).unwrap();
+        assert_eq!(
+            opens_during(&other.join("etc/passwd"), || lookup(&other, 0)),
+            (1, "/root".into())
+        );
+    }
+
+    /// How many times `path` was opened (other than `O_PATH`) while `f` ran, and `f`'s result.
+    fn opens_during<T>(path: &Path, f: impl FnOnce() -> T) -> (usize, T) {
+        // SAFETY: inotify_init1 returns a new fd or -1.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(fd >= 0);
+        // SAFETY: we own the new fd.
+        let ino = unsafe { File::from_raw_fd(fd) };
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path; the watch lives as long as the fd.
+        let wd = unsafe { libc::inotify_add_watch(ino.as_raw_fd(), c.as_ptr(), libc::IN_OPEN) };
+        assert!(wd >= 0, "{}", std::io::Error::last_os_error());
+        let out = f();
+        let mut buf = [0u8; 4096];
+        let n = (&ino).read(&mut buf).unwrap_or(0);
+        // Each event without a name is one `struct inotify_event` (16 bytes).
+        (n / std::mem::size_of::<libc::inotify_event>(), out)
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! One concern per module: ids, locks, the state root, spec loading/validation, the effective
 //! spec, each command, terminals, logging, and the binary-sealing defence.
 
+pub mod cgroup_mount;
 pub mod cgroups;
 pub mod container;
 pub mod create;

@@ -1,0 +1,196 @@
+//! Read-only cgroup mounts, as the spec asks, on v1 and hybrid hosts.
+//!
+//! Threat: every engine's spec mounts the cgroup filesystem read-only
+//! (`{"type": "cgroup", "destination": "/sys/fs/cgroup", "options": [..., "ro"]}`), because a
+//! container that can write its own cgroup can lift its own limits (`pids.max`, `memory.limit_in_bytes`)
+//! and make sub-cgroups the runtime cannot delete. On a v1 or hybrid host libcontainer 0.7 ignores
+//! the spec's options for that mount: it builds `/sys/fs/cgroup` from a tmpfs and one **read-write**
+//! bind per hierarchy (and binds the process's own cgroup of named hierarchies such as
+//! `name=systemd`, i.e. the host's root of that hierarchy when the runtime sits there).
+//! Reproduced here: a container with the default capabilities raised its `pids.max` from 50 to 77,
+//! left a sub-cgroup behind that made `delete` fail, and created a directory in the host's
+//! `name=systemd` tree. runc mounts them all read-only.
+//!
+//! Defence: after libcontainer has created the container (its init waits for `start`; nothing
+//! of the container has run), the runtime enters the container's mount namespace on a short-lived
+//! thread and makes each such destination read-only, recursively, with one
+//! `mount_setattr(MOUNT_ATTR_RDONLY, AT_RECURSIVE)`; the destination is resolved below the
+//! container's root (`RESOLVE_IN_ROOT`). If that fails, `create` fails: the protection the spec
+//! asked for is never silently missing. The cgroup v2 path of libcontainer honours `ro` already;
+//! there the call changes nothing.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::Spec;
+
+use crate::error::{Error, Result};
+
+/// Destinations of the spec's cgroup mounts that must be read-only (the last of `ro`/`rw` in
+/// the options wins, as in mount(8)), with the mount attributes to set on them: read-only, and
+/// `nosuid`/`nodev`/`noexec` where the options ask for them (libcontainer's v1 binds drop them).
+pub fn readonly_destinations(spec: &Spec) -> Vec<(PathBuf, u64)> {
+    spec.mounts()
+        .iter()
+        .flatten()
+        .filter(|m| matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2")))
+        .filter_map(|m| {
+            let opts = m.options().clone().unwrap_or_default();
+            let ro = opts
+                .iter()
+                .rev()
+                .find(|o| *o == "ro" || *o == "rw")
+                .is_some_and(|o| o == "ro");
+            if !ro {
+                return None;
+            }
+            let has = |name: &str| opts.iter().any(|o| o == name);
+            let mut attrs = MOUNT_ATTR_RDONLY;
+            if has("nosuid") {
+                attrs |= MOUNT_ATTR_NOSUID;
+            }
+            if has("nodev") {
+                attrs |= MOUNT_ATTR_NODEV;
+            }
+            if has("noexec") {
+                attrs |= MOUNT_ATTR_NOEXEC;
+            }
+            Some((m.destination().clone(), attrs))
+        })
+        .collect()
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+/// Make the mount tree at `dest` (a container path, resolved below the container's root
+/// directory `root`) read-only, recursively. The caller is in the container's mount namespace.
+fn make_tree_readonly(root: &File, dest: &Path, attrs: u64) -> std::io::Result<()> {
+    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+    let rel = dest.strip_prefix("/").unwrap_or(dest);
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = openat2(root.as_raw_fd(), rel, how).map_err(std::io::Error::from)?;
+    // SAFETY: openat2 just returned this fd; nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let attr = MountAttr {
+        attr_set: attrs,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: mount_setattr reads `attr` (of the size we pass) and changes the mounts at fd.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Make the spec's read-only cgroup mounts read-only in the mount namespace of process `pid`
+/// (the created container's init). Needs root (entering another mount namespace).
+pub fn enforce(pid: i32, spec: &Spec) -> Result<()> {
+    let dests = readonly_destinations(spec);
+    if dests.is_empty() {
+        return Ok(());
+    }
+    let ns = File::open(format!("/proc/{pid}/ns/mnt"))
+        .map_err(|e| Error::io(format!("open mount namespace of {pid}"), e))?;
+    // The init's root, not the namespace's: with --no-pivot the container's root is a chroot.
+    let root = File::open(format!("/proc/{pid}/root"))
+        .map_err(|e| Error::io(format!("open the root directory of {pid}"), e))?;
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name("mntns".into())
+            .spawn_scoped(
+                s,
+                move || -> std::result::Result<(), (PathBuf, std::io::Error)> {
+                    // setns(CLONE_NEWNS) refuses a caller that shares its root and cwd with other
+                    // threads: this thread gets its own first. It ends right after.
+                    // SAFETY: unshare and setns act on this thread only, with an fd we own.
+                    unsafe {
+                        if libc::unshare(libc::CLONE_FS) != 0
+                            || libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) != 0
+                        {
+                            return Err((PathBuf::from("/"), std::io::Error::last_os_error()));
+                        }
+                    }
+                    for (d, attrs) in &dests {
+                        make_tree_readonly(&root, d, *attrs).map_err(|e| (d.clone(), e))?;
+                    }
+                    Ok(())
+                },
+            )
+            .map_err(|e| Error::io("spawn thread", e))?;
+        handle
+            .join()
+            .map_err(|_| Error::runtime("mount namespace thread panicked"))?
+            .map_err(|(d, e)| {
+                Error::io(
+                    format!(
+                        "make the cgroup mount {} read-only, as the spec asks",
+                        d.display()
+                    ),
+                    e,
+                )
+            })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(mounts: serde_json::Value) -> Spec {
+        serde_json::from_value(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "root": {"path": "rootfs"},
+            "mounts": mounts
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_cgroup_mounts_that_end_read_only() {
+        let s = spec(serde_json::json!([
+            {"destination": "/proc", "type": "proc", "source": "proc", "options": ["ro"]},
+            {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+             "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]},
+            {"destination": "/rw", "type": "cgroup", "source": "cgroup", "options": ["ro", "rw"]},
+            {"destination": "/plain", "type": "cgroup", "source": "cgroup"},
+            {"destination": "/v2", "type": "cgroup2", "source": "cgroup2", "options": ["rw", "ro"]}
+        ]));
+        assert_eq!(
+            readonly_destinations(&s),
+            [
+                (
+                    PathBuf::from("/sys/fs/cgroup"),
+                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC
+                ),
+                (PathBuf::from("/v2"), MOUNT_ATTR_RDONLY)
+            ]
+        );
+        assert!(readonly_destinations(&spec(serde_json::json!([]))).is_empty());
+    }
+}
