@@ -865,6 +865,25 @@ fn docker_runs_containers_with_shadow_runtime() {
     assert!(r.stdout.lines().any(|l| l.trim() == "50"), "pids.max: {r}");
     assert!(r.stderr.contains("Read-only file system"), "{r}");
 
+    // Docker mounts /sys/fs/cgroup read-only: with Docker's default capabilities, root in the
+    // container cannot lift its own limit (libcontainer alone binds it read-write on this host).
+    let mut a = RUN.to_vec();
+    a.extend([
+        "--pids-limit",
+        "50",
+        "bb:1",
+        "sh",
+        "-c",
+        "echo 77 > /sys/fs/cgroup/pids/pids.max; cat /sys/fs/cgroup/pids/pids.max",
+    ]);
+    let r = dk(&a).ok();
+    assert_eq!(
+        r.stdout.trim(),
+        "50",
+        "the container changed its pids limit: {r}"
+    );
+    assert!(r.stderr.contains("Read-only file system"), "{r}");
+
     // Logs, restart, kill, rm -f.
     let d2 = unique("d2");
     let mut a = RUN[..6].to_vec();
