@@ -74,7 +74,7 @@ fn read_passwd(root: &Path) -> Option<Vec<u8>> {
     // SAFETY: openat2 just returned this fd; nothing else owns it.
     let handle = unsafe { File::from_raw_fd(fd) };
     let meta = handle.metadata().ok()?;
-    if !meta.is_file() || meta.len() > MAX_PASSWD {
+    if !meta.is_file() || meta.len() > MAX_PASSWD || !on_disk_filesystem(&handle) {
         return None;
     }
     // Reopening the O_PATH handle opens the same inode, whatever happened to the path since.
@@ -86,6 +86,33 @@ fn read_passwd(root: &Path) -> Option<Vec<u8>> {
     let mut data = Vec::with_capacity(meta.len() as usize);
     file.take(MAX_PASSWD).read_to_end(&mut data).ok()?;
     Some(data)
+}
+
+/// Filesystems an image's `/etc/passwd` is read from: ones that hold plain data. Not procfs,
+/// sysfs and the like, whose regular files can have effects when the runtime (host root) reads
+/// them (a symlink to `/proc/kmsg` consumed the host's kernel log), nor FUSE, whose server the
+/// container may run (a read could block the runtime).
+const DATA_FILESYSTEMS: &[i64] = &[
+    0xEF53,      // ext2/3/4
+    0x5846_5342, // xfs
+    0x9123_683E, // btrfs
+    0x794C_7630, // overlayfs
+    0x0102_1994, // tmpfs
+    0x8584_58F6, // ramfs
+    0x7371_7368, // squashfs
+    0xE0F5_E1E2, // erofs
+    0xF2F5_2010, // f2fs
+    0x2FC1_2FC1, // zfs
+];
+
+fn on_disk_filesystem(f: &File) -> bool {
+    // SAFETY: fstatfs fills a statfs we own; fstatfs works on O_PATH descriptors.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; f is open.
+    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) } != 0 {
+        return false;
+    }
+    DATA_FILESYSTEMS.contains(&(st.f_type as i64))
 }
 
 /// `HOME` for `uid` in the container whose root directory is `root`: its `/etc/passwd` entry's
@@ -235,6 +262,23 @@ dup:x:1000:1000::/home/second:/bin/sh\n";
         let n = (&ino).read(&mut buf).unwrap_or(0);
         // Each event without a name is one `struct inotify_event` (16 bytes).
         (n / std::mem::size_of::<libc::inotify_event>(), out)
+    }
+
+    #[test]
+    fn only_files_of_data_filesystems_are_read() {
+        let opath = |p: &str| {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH)
+                .open(p)
+                .unwrap()
+        };
+        // Regular files whose reading by host root has effects or reveals the host.
+        assert!(!on_disk_filesystem(&opath("/proc/self/environ")));
+        assert!(!on_disk_filesystem(&opath("/sys/kernel/notes")));
+        let t = tempfile::NamedTempFile::new().unwrap();
+        assert!(on_disk_filesystem(&opath(t.path().to_str().unwrap())));
     }
 
     #[test]
