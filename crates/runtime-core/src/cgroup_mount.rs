@@ -26,6 +26,9 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::Spec;
 
 use crate::error::{Error, Result};
+use crate::mount_attr::{
+    MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
+};
 
 /// Destinations of the spec's cgroup mounts that must be read-only (the last of `ro`/`rw` in
 /// the options wins, as in mount(8)), with the mount attributes to set on them: read-only, and
@@ -61,19 +64,6 @@ pub fn readonly_destinations(spec: &Spec) -> Vec<(PathBuf, u64)> {
         .collect()
 }
 
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const MOUNT_ATTR_NOSUID: u64 = 0x2;
-const MOUNT_ATTR_NODEV: u64 = 0x4;
-const MOUNT_ATTR_NOEXEC: u64 = 0x8;
-
 /// Make the mount tree at `dest` (a container path, resolved below the container's root
 /// directory `root`) read-only, recursively. The caller is in the container's mount namespace.
 fn make_tree_readonly(root: &File, dest: &Path, attrs: u64) -> std::io::Result<()> {
@@ -85,27 +75,7 @@ fn make_tree_readonly(root: &File, dest: &Path, attrs: u64) -> std::io::Result<(
     let fd = openat2(root.as_raw_fd(), rel, how).map_err(std::io::Error::from)?;
     // SAFETY: openat2 just returned this fd; nothing else owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let attr = MountAttr {
-        attr_set: attrs,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: mount_setattr reads `attr` (of the size we pass) and changes the mounts at fd.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    crate::mount_attr::set(fd.as_raw_fd(), attrs, true)
 }
 
 /// Make the spec's read-only cgroup mounts read-only in the mount namespace of process `pid`

@@ -22,6 +22,7 @@ pub mod init_shim;
 pub mod lifecycle;
 pub mod lock;
 pub mod logging;
+pub mod mount_attr;
 pub mod net;
 pub mod prepare;
 pub mod query;

@@ -28,6 +28,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
+use crate::mount_attr::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
+
 const SEALS: libc::c_int =
     libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
 /// `MFD_EXEC` (Linux 6.3): ask for an executable memfd even where `vm.memfd_noexec` defaults to
@@ -48,20 +50,9 @@ fn on_readonly_mount(fd: RawFd) -> bool {
     rc == 0 && st.f_flag & libc::ST_RDONLY != 0
 }
 
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
 /// A detached, read-only, nosuid, nodev bind mount of the running executable (an O_PATH fd).
 fn readonly_clone() -> io::Result<OwnedFd> {
     const OPEN_TREE_CLONE: libc::c_uint = 1;
-    const MOUNT_ATTR_RDONLY: u64 = 0x1;
-    const MOUNT_ATTR_NOSUID: u64 = 0x2;
-    const MOUNT_ATTR_NODEV: u64 = 0x4;
     // SAFETY: open_tree with a NUL-terminated path; returns a new fd or -1.
     let fd = unsafe {
         libc::syscall(
@@ -76,26 +67,11 @@ fn readonly_clone() -> io::Result<OwnedFd> {
     }
     // SAFETY: the kernel just returned this fd; we own it.
     let tree = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: mount_setattr reads `attr` (of the size we pass) and changes the detached mount.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::mount_attr::set(
+        tree.as_raw_fd(),
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        false,
+    )?;
     if !on_readonly_mount(tree.as_raw_fd()) {
         return Err(io::Error::other("detached mount is not read-only"));
     }
