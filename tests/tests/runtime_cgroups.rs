@@ -189,42 +189,58 @@ fn events_streams_until_the_container_stops() {
 
 /// The spec's read-only cgroup mount is read-only inside the container (libcontainer 0.7 binds
 /// v1 hierarchies read-write whatever the spec says): the container can neither lift its own
-/// pids limit nor leave a sub-cgroup behind that would make `delete` fail, as under runc.
+/// pids limit nor leave a sub-cgroup behind that would make `delete` fail, as under runc. A
+/// mount of the spec's own below it keeps its options.
 #[test]
 fn read_only_cgroup_mount_cannot_be_written() {
-    let mut ctx = Ctx::new(
-        "cgro",
-        &[
-            "sh",
-            "-c",
-            "echo 77 > /sys/fs/cgroup/pids/pids.max && echo RAISED; \
-             mkdir /sys/fs/cgroup/pids/evil && echo CHILD; \
-             touch /sys/fs/cgroup/x && echo TMPFS; \
-             awk '$5 ~ \"^/sys/fs/cgroup\" {print $5, $6}' /proc/self/mountinfo",
-        ],
+    let v1 = std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists();
+    let pids = if v1 {
+        "/sys/fs/cgroup/pids"
+    } else {
+        "/sys/fs/cgroup"
+    };
+    let script = format!(
+        "echo 77 > {pids}/pids.max && echo RAISED; \
+         mkdir {pids}/evil && echo CHILD; \
+         touch /sys/fs/cgroup/data/ok && echo DATA-WRITABLE; \
+         awk '{{for (i = 7; i <= NF; i++) if ($i == \"-\") {{ if ($5 ~ \"^/sys/fs/cgroup\") print $5, $6, $(i+1); break }}}}' /proc/self/mountinfo"
     );
-    ctx.spec["mounts"]
-        .as_array_mut()
-        .unwrap()
-        .push(serde_json::json!({
-            "destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
-            "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]
-        }));
+    let mut ctx = Ctx::new("cgro", &["sh", "-c", &script]);
+    let mounts = ctx.spec["mounts"].as_array_mut().unwrap();
+    mounts.push(serde_json::json!({
+        "destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+        "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]
+    }));
+    mounts.push(serde_json::json!({
+        "destination": "/sys/fs/cgroup/data", "type": "tmpfs", "source": "tmpfs",
+        "options": ["rw", "size=64k"]
+    }));
     ctx.spec["linux"]["resources"]["pids"] = serde_json::json!({"limit": 50});
     ctx.write_spec();
     let id = ctx.id("c");
     let o = ctx.rt(&["run", &id]);
     assert_eq!(o.code(), Some(0), "{o}");
-    for word in ["RAISED", "CHILD", "TMPFS"] {
+    for word in ["RAISED", "CHILD"] {
         assert!(
             !o.stdout.contains(word),
             "the container wrote its cgroup mount: {o}"
         );
     }
+    assert!(
+        o.stdout.contains("DATA-WRITABLE"),
+        "the spec's rw mount became read-only: {o}"
+    );
     assert!(o.stderr.contains("Read-only file system"), "{o}");
-    let mounts: Vec<&str> = o.stdout.lines().collect();
-    assert!(mounts.len() > 1, "no cgroup hierarchy mounted: {o}");
-    for m in &mounts {
+    let cgroup_mounts: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.ends_with(" cgroup") || l.ends_with(" cgroup2"))
+        .collect();
+    assert!(
+        cgroup_mounts.len() > usize::from(v1),
+        "no cgroup hierarchy mounted: {o}"
+    );
+    for m in &cgroup_mounts {
         let opts = m.split_whitespace().nth(1).unwrap_or("");
         assert!(
             opts.split(',').any(|f| f == "ro"),

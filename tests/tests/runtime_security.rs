@@ -342,9 +342,23 @@ fn nss_modules_of_the_image_are_never_loaded_by_the_runtime() {
     let o = ctx.ok(&["exec", "--process", proc_file.to_str().unwrap(), &id]);
     assert_eq!(o.stdout.trim(), "HOME=/home/dev", "{o}");
     assert!(!o.stderr.contains("IMAGE-NSS-MODULE-LOADED"), "{o}");
-    // An exec of the init's process inherits the HOME the runtime gave it.
+    // An exec of the init's process gets the HOME of its user, as under runc.
     let o = ctx.ok(&["exec", &id, "sh", "-c", "echo HOME=$HOME"]);
     assert_eq!(o.stdout.trim(), "HOME=/root", "{o}");
+    let o = ctx.ok(&["exec", "-u", "1000", &id, "sh", "-c", "echo HOME=$HOME"]);
+    assert_eq!(o.stdout.trim(), "HOME=/home/dev", "{o}");
+    let o = ctx.ok(&[
+        "exec",
+        "-u",
+        "1000",
+        "-e",
+        "HOME=/mine",
+        &id,
+        "sh",
+        "-c",
+        "echo HOME=$HOME",
+    ]);
+    assert_eq!(o.stdout.trim(), "HOME=/mine", "{o}");
     ctx.kill_and_delete(&id);
     assert!(
         !marker.exists(),
@@ -360,5 +374,17 @@ fn nss_modules_of_the_image_are_never_loaded_by_the_runtime() {
     assert_eq!(o.stdout.trim(), "HOME=/root", "{o}");
     assert!(!o.stderr.contains("IMAGE-NSS-MODULE-LOADED"), "{o}");
     assert!(!marker.exists(), "the image's NSS module was loaded by run");
+
+    // libcontainer reads a bare `HOME` entry as an empty HOME (the last entry wins).
+    ctx.spec["process"]["env"] = serde_json::json!(["PATH=/bin", "HOME=/x", "HOME"]);
+    ctx.write_spec();
+    let id = ctx.id("bare");
+    let o = ctx.ok(&["run", "-b", &b, &id]);
+    assert_eq!(o.stdout.trim(), "HOME=/root", "{o}");
+    assert!(!o.stderr.contains("IMAGE-NSS-MODULE-LOADED"), "{o}");
+    assert!(
+        !marker.exists(),
+        "the image's NSS module was loaded (bare HOME)"
+    );
     ctx.assert_clean();
 }

@@ -20,7 +20,7 @@
 //! there the call changes nothing.
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Spec;
@@ -64,18 +64,97 @@ pub fn readonly_destinations(spec: &Spec) -> Vec<(PathBuf, u64)> {
         .collect()
 }
 
-/// Make the mount tree at `dest` (a container path, resolved below the container's root
-/// directory `root`) read-only, recursively. The caller is in the container's mount namespace.
-fn make_tree_readonly(root: &File, dest: &Path, attrs: u64) -> std::io::Result<()> {
-    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
-    let rel = dest.strip_prefix("/").unwrap_or(dest);
+const CGROUP_SUPER_MAGIC: i64 = 0x0027_E0EB;
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// True if `fd` is the root of a cgroup or cgroup2 mount.
+fn is_cgroup_mount_root(fd: &OwnedFd) -> bool {
+    // SAFETY: fstatfs fills a statfs we own; the fd is open.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
+        return false;
+    }
+    let fs = st.f_type as i64;
+    if fs != CGROUP_SUPER_MAGIC && fs != CGROUP2_SUPER_MAGIC {
+        return false;
+    }
+    // SAFETY: statx fills a statx we own, for the fd itself (AT_EMPTY_PATH).
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; an empty NUL-terminated path.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            0,
+            &mut stx,
+        )
+    };
+    rc == 0 && stx.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0
+}
+
+fn open_below(
+    dir: RawFd,
+    name: &Path,
+    resolve: nix::fcntl::ResolveFlag,
+) -> std::io::Result<OwnedFd> {
+    use nix::fcntl::{openat2, OFlag, OpenHow};
     let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = openat2(root.as_raw_fd(), rel, how).map_err(std::io::Error::from)?;
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+        .resolve(resolve);
+    let fd = openat2(dir, name, how).map_err(std::io::Error::from)?;
     // SAFETY: openat2 just returned this fd; nothing else owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    crate::mount_attr::set(fd.as_raw_fd(), attrs, true)
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Set `attrs` on the cgroup mounts at `dest` (a container path, resolved below the container's
+/// root directory `root`) and directly below it (v1: one per hierarchy); the caller is in the
+/// container's mount namespace. Only cgroup and cgroup2 mount roots are changed, one by one: a
+/// mount of the spec's own below the destination (a tmpfs asked read-write) keeps its options,
+/// and libcontainer's tmpfs under the v1 hierarchies stays as runc leaves its own (writable).
+fn make_cgroup_mounts_readonly(root: &File, dest: &Path, attrs: u64) -> std::io::Result<()> {
+    use nix::fcntl::ResolveFlag;
+    let rel = dest.strip_prefix("/").unwrap_or(dest);
+    let top = open_below(
+        root.as_raw_fd(),
+        rel,
+        ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+    )?;
+    if is_cgroup_mount_root(&top) {
+        crate::mount_attr::set(top.as_raw_fd(), attrs, false)?;
+    }
+    // The directory's entries, read through a real open of the same directory ("." below the
+    // O_PATH fd; /proc/self is not ours in the container's mount namespace).
+    let dirfd = rustix::fs::openat(
+        &top,
+        ".",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let names: Vec<std::ffi::OsString> = rustix::fs::Dir::read_from(&dirfd)?
+        .flatten()
+        .filter(|e| e.file_type() == rustix::fs::FileType::Directory)
+        .map(|e| {
+            use std::os::unix::ffi::OsStrExt;
+            std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string()
+        })
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    for name in names {
+        // Comount symlinks (cpu -> cpu,cpuacct) are not directories; nothing is followed.
+        let Ok(child) = open_below(
+            top.as_raw_fd(),
+            Path::new(&name),
+            ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS,
+        ) else {
+            continue;
+        };
+        if is_cgroup_mount_root(&child) {
+            crate::mount_attr::set(child.as_raw_fd(), attrs, false)?;
+        }
+    }
+    Ok(())
 }
 
 /// Make the spec's read-only cgroup mounts read-only in the mount namespace of process `pid`
@@ -107,7 +186,8 @@ pub fn enforce(pid: i32, spec: &Spec) -> Result<()> {
                         }
                     }
                     for (d, attrs) in &dests {
-                        make_tree_readonly(&root, d, *attrs).map_err(|e| (d.clone(), e))?;
+                        make_cgroup_mounts_readonly(&root, d, *attrs)
+                            .map_err(|e| (d.clone(), e))?;
                     }
                     Ok(())
                 },

@@ -117,8 +117,10 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
         }
     }
     // HOME is resolved here, never by libcontainer through NSS inside the container (see home).
+    let mut home_added = false;
     if let Some(p) = eff.process_mut() {
-        if crate::home::ensure(p, &rootfs) {
+        if crate::home::ensure(p, &rootfs, false) {
+            home_added = true;
             if let Some(r) = eff.root_mut() {
                 r.set_path(rootfs.clone());
             }
@@ -128,6 +130,10 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
     let eff_dir = prepare::effective_bundle_dir(&root, &o.id);
     let lc_bundle = if changed {
         prepare::write_bundle(&eff_dir, &eff)?;
+        if home_added {
+            // exec of another user must not inherit the HOME the runtime chose for this one.
+            prepare::write_atomic(&eff_dir.join(crate::home::ADDED_MARKER), b"")?;
+        }
         eff_dir.clone()
     } else {
         bundle.clone()

@@ -198,10 +198,17 @@ pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
             })?
         }
         None => {
-            let base = cfg_spec
+            let mut base = cfg_spec
                 .process()
                 .clone()
                 .ok_or_else(|| Error::runtime("container spec has no process"))?;
+            // A HOME the runtime chose for the init's user is looked up again for this one.
+            if prepare::effective_bundle_dir(&root, &o.id)
+                .join(crate::home::ADDED_MARKER)
+                .exists()
+            {
+                crate::home::unset(&mut base);
+            }
             exec_process(&base, o)?
         }
     };
@@ -212,6 +219,7 @@ pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
         crate::home::ensure(
             &mut process,
             &Path::new("/proc").join(pid.to_string()).join("root"),
+            true,
         );
     }
     let terminal = process.terminal().unwrap_or(false);

@@ -21,12 +21,26 @@ use std::path::Path;
 
 use oci_spec::runtime::Process;
 
+/// In a container's effective bundle: the runtime added `HOME` to its process (exec then drops
+/// it for a process of another user, which gets its own).
+pub const ADDED_MARKER: &str = "home-added";
+
 /// Larger `/etc/passwd` files are not read (the fallback `/` is used).
 const MAX_PASSWD: u64 = 4 << 20;
 
-/// The value libcontainer would see for `HOME` in `env` (the last entry wins, as in its map).
+/// An environment entry's name: up to the first `=`, or the whole entry (libcontainer reads a
+/// bare `NAME` as `NAME=`).
+fn key(entry: &str) -> &str {
+    entry.split_once('=').map_or(entry, |(k, _)| k)
+}
+
+/// The value libcontainer would see for `HOME` in `env` (the last entry wins, as in its map;
+/// a bare `HOME` is an empty one).
 fn env_home(env: &[String]) -> Option<&str> {
-    env.iter().rev().find_map(|e| e.strip_prefix("HOME="))
+    env.iter()
+        .rev()
+        .find(|e| key(e) == "HOME")
+        .map(|e| e.split_once('=').map_or("", |(_, v)| v))
 }
 
 /// True if `p` has no `HOME`, or an empty one: libcontainer would look it up through NSS.
@@ -34,10 +48,17 @@ pub fn missing(p: &Process) -> bool {
     env_home(p.env().as_deref().unwrap_or_default()).is_none_or(str::is_empty)
 }
 
-/// Set `HOME=home` in `p`'s environment (replacing an empty entry).
-pub fn set(p: &mut Process, home: &str) {
+/// Remove every `HOME` entry from `p`'s environment.
+pub fn unset(p: &mut Process) {
     let mut env = p.env().clone().unwrap_or_default();
-    env.retain(|e| !e.starts_with("HOME="));
+    env.retain(|e| key(e) != "HOME");
+    p.set_env(Some(env));
+}
+
+/// Set `HOME=home` in `p`'s environment (replacing any other `HOME` entry).
+pub fn set(p: &mut Process, home: &str) {
+    unset(p);
+    let mut env = p.env().clone().unwrap_or_default();
     env.push(format!("HOME={home}"));
     p.set_env(Some(env));
 }
@@ -55,7 +76,8 @@ pub fn passwd_home(passwd: &[u8], uid: u32) -> Option<String> {
             }
             Some(f[5].to_string())
         })
-        .filter(|h| !h.is_empty())
+        // Empty, or not UTF-8 (libcontainer sets no HOME then): none.
+        .filter(|h| !h.is_empty() && !h.contains(char::REPLACEMENT_CHARACTER))
 }
 
 /// `/etc/passwd` below `root` (a directory that is the container's `/`), resolved with every
@@ -63,7 +85,7 @@ pub fn passwd_home(passwd: &[u8], uid: u32) -> Option<String> {
 /// It is first opened `O_PATH` (which opens nothing: a device node planted by the image is never
 /// opened by the runtime, whose open of some devices has effects) and only a regular file is
 /// then opened for reading, through that same handle.
-fn read_passwd(root: &Path) -> Option<Vec<u8>> {
+fn read_passwd(root: &Path, running: bool) -> Option<Vec<u8>> {
     use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
     use std::os::unix::fs::OpenOptionsExt;
     let dir = File::open(root).ok()?;
@@ -74,7 +96,7 @@ fn read_passwd(root: &Path) -> Option<Vec<u8>> {
     // SAFETY: openat2 just returned this fd; nothing else owns it.
     let handle = unsafe { File::from_raw_fd(fd) };
     let meta = handle.metadata().ok()?;
-    if !meta.is_file() || meta.len() > MAX_PASSWD || !on_disk_filesystem(&handle) {
+    if !meta.is_file() || meta.len() > MAX_PASSWD || (running && !on_disk_filesystem(&handle)) {
         return None;
     }
     // Reopening the O_PATH handle opens the same inode, whatever happened to the path since.
@@ -117,18 +139,21 @@ fn on_disk_filesystem(f: &File) -> bool {
 
 /// `HOME` for `uid` in the container whose root directory is `root`: its `/etc/passwd` entry's
 /// home, else `/` (runc's default).
-pub fn lookup(root: &Path, uid: u32) -> String {
-    read_passwd(root)
+pub fn lookup(root: &Path, uid: u32, running: bool) -> String {
+    read_passwd(root, running)
         .and_then(|d| passwd_home(&d, uid))
         .unwrap_or_else(|| "/".to_string())
 }
 
 /// Give `p` a `HOME` from the container rooted at `root` if it has none. True if `p` changed.
-pub fn ensure(p: &mut Process, root: &Path) -> bool {
+/// `running`: `root` is a running container's (its mounts, procfs among them, are in place, and
+/// it can change them), so only files of data filesystems are read; at create, `root` is the
+/// bundle's rootfs before any mount, which may itself be on FUSE (rootless fuse-overlayfs).
+pub fn ensure(p: &mut Process, root: &Path, running: bool) -> bool {
     if !missing(p) {
         return false;
     }
-    let home = lookup(root, p.user().uid());
+    let home = lookup(root, p.user().uid(), running);
     set(p, &home);
     true
 }
@@ -175,6 +200,9 @@ dup:x:1000:1000::/home/second:/bin/sh\n";
         );
         assert!(!missing(&process(&["HOME=", "HOME=/x"])));
         assert!(!missing(&process(&["PATH=/bin", "HOME=/h"])));
+        // libcontainer reads a bare `HOME` as an empty one.
+        assert!(missing(&process(&["HOME=/x", "HOME"])));
+        assert!(!missing(&process(&["HOME", "HOME=/x"])));
         let mut p = process(&["PATH=/bin"]);
         p.set_env(None);
         assert!(missing(&p));
@@ -182,7 +210,7 @@ dup:x:1000:1000::/home/second:/bin/sh\n";
 
     #[test]
     fn set_replaces_empty_entries() {
-        let mut p = process(&["HOME=", "PATH=/bin"]);
+        let mut p = process(&["HOME=", "PATH=/bin", "HOME"]);
         set(&mut p, "/root");
         assert_eq!(
             p.env().as_deref().unwrap(),
@@ -196,8 +224,12 @@ dup:x:1000:1000::/home/second:/bin/sh\n";
         let root = t.path().join("rootfs");
         std::fs::create_dir_all(root.join("etc")).unwrap();
         std::fs::write(root.join("etc/passwd"), PASSWD).unwrap();
-        assert_eq!(lookup(&root, 1000), "/home/dev");
-        assert_eq!(lookup(&root, 4242), "/", "unknown uid: runc's default");
+        assert_eq!(lookup(&root, 1000, false), "/home/dev");
+        assert_eq!(
+            lookup(&root, 4242, false),
+            "/",
+            "unknown uid: runc's default"
+        );
 
         // An absolute symlink is resolved inside the root, not on the host.
         let other = t.path().join("other");
@@ -205,12 +237,12 @@ dup:x:1000:1000::/home/second:/bin/sh\n";
         std::fs::create_dir_all(other.join("srv")).unwrap();
         std::fs::write(other.join("srv/passwd"), b"u:x:3:3::/inside:/bin/sh\n").unwrap();
         std::os::unix::fs::symlink("/srv/passwd", other.join("etc/passwd")).unwrap();
-        assert_eq!(lookup(&other, 3), "/inside");
+        assert_eq!(lookup(&other, 3, false), "/inside");
         std::fs::remove_file(other.join("etc/passwd")).unwrap();
         std::os::unix::fs::symlink("../../../../../../etc/passwd", other.join("etc/passwd"))
             .unwrap();
         assert_eq!(
-            lookup(&other, 0),
+            lookup(&other, 0, false),
             "/",
             "a climbing symlink stays in the root"
         );
@@ -218,8 +250,8 @@ dup:x:1000:1000::/home/second:/bin/sh\n";
         // A FIFO neither blocks nor is read.
         std::fs::remove_file(other.join("etc/passwd")).unwrap();
         nix::unistd::mkfifo(&other.join("etc/passwd"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-        assert_eq!(lookup(&other, 0), "/");
-        assert_eq!(lookup(&t.path().join("missing"), 0), "/");
+        assert_eq!(lookup(&other, 0, false), "/");
+        assert_eq!(lookup(&t.path().join("missing"), 0, false), "/");
 
         // Nothing but a regular file is opened (the runtime's open of a device node can have
         // effects): inotify reports every open but an O_PATH one.
@@ -233,7 +265,7 @@ dup:x:1000:1000::/home/second:/bin/sh\n";
         // mknod needs root (CI runs the unit tests as root).
         if made.is_ok() {
             assert_eq!(
-                opens_during(&other.join("etc/passwd"), || lookup(&other, 0)),
+                opens_during(&other.join("etc/passwd"), || lookup(&other, 0, false)),
                 (0, "/".into())
             );
         }
@@ -241,7 +273,7 @@ dup:x:1000:1000::/home/second:/bin/sh\n";
         std::fs::remove_file(other.join("etc/passwd")).unwrap();
         std::fs::write(other.join("etc/passwd"), PASSWD).unwrap();
         assert_eq!(
-            opens_during(&other.join("etc/passwd"), || lookup(&other, 0)),
+            opens_during(&other.join("etc/passwd"), || lookup(&other, 0, false)),
             (1, "/root".into())
         );
     }
@@ -285,9 +317,9 @@ dup:x:1000:1000::/home/second:/bin/sh\n";
     fn ensure_keeps_a_given_home() {
         let t = tempfile::tempdir().unwrap();
         let mut p = process(&["HOME=/given"]);
-        assert!(!ensure(&mut p, t.path()));
+        assert!(!ensure(&mut p, t.path(), false));
         let mut p = process(&["PATH=/bin"]);
-        assert!(ensure(&mut p, t.path()));
+        assert!(ensure(&mut p, t.path(), false));
         assert_eq!(env_home(p.env().as_deref().unwrap()), Some("/"));
     }
 }
