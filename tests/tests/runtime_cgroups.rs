@@ -249,3 +249,27 @@ fn read_only_cgroup_mount_cannot_be_written() {
     }
     ctx.assert_clean();
 }
+
+/// Fail closed: when no cgroup mount can be found where the spec mounted one read-only (here a
+/// later tmpfs hides it), `create` fails naming it and leaves nothing behind.
+#[test]
+fn read_only_cgroup_mount_that_cannot_be_found_fails_create() {
+    let mut ctx = Ctx::new("cgrohid", &["true"]);
+    let mounts = ctx.spec["mounts"].as_array_mut().unwrap();
+    mounts.push(serde_json::json!({
+        "destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+        "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]
+    }));
+    mounts.push(serde_json::json!({
+        "destination": "/sys/fs/cgroup", "type": "tmpfs", "source": "tmpfs",
+        "options": ["rw", "size=64k"]
+    }));
+    ctx.write_spec();
+    let id = ctx.id("c");
+    expect_error(
+        &ctx,
+        &["run", &id],
+        &["/sys/fs/cgroup", "read-only", "no cgroup mount found"],
+    );
+    ctx.assert_clean();
+}

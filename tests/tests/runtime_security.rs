@@ -284,16 +284,17 @@ __attribute__((constructor)) static void loaded(void) {
         dirs.push(ctx.rootfs.join("lib").join(&multiarch));
         dirs.push(ctx.rootfs.join("usr/lib").join(&multiarch));
     }
+    let lib = ctx.dir().join("libnss_evil.so.2");
+    let st = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .expect("cc (needed to build the test's NSS module)");
+    assert!(st.success(), "cc failed for {}", lib.display());
     for d in &dirs {
         fs::create_dir_all(d).unwrap();
-        let out = d.join("libnss_evil.so.2");
-        let st = std::process::Command::new("cc")
-            .args(["-shared", "-fPIC", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .status()
-            .expect("cc (needed to build the test's NSS module)");
-        assert!(st.success(), "cc failed for {}", out.display());
+        fs::copy(&lib, d.join("libnss_evil.so.2")).unwrap();
     }
     fs::write(
         ctx.rootfs.join("etc/nsswitch.conf"),

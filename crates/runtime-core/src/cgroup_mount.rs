@@ -13,11 +13,12 @@
 //!
 //! Defence: after libcontainer has created the container (its init waits for `start`; nothing
 //! of the container has run), the runtime enters the container's mount namespace on a short-lived
-//! thread and makes each such destination read-only, recursively, with one
-//! `mount_setattr(MOUNT_ATTR_RDONLY, AT_RECURSIVE)`; the destination is resolved below the
-//! container's root (`RESOLVE_IN_ROOT`). If that fails, `create` fails: the protection the spec
-//! asked for is never silently missing. The cgroup v2 path of libcontainer honours `ro` already;
-//! there the call changes nothing.
+//! thread and sets `MOUNT_ATTR_RDONLY` (and `nosuid`/`nodev`/`noexec` as asked) with
+//! `mount_setattr` on every cgroup or cgroup2 mount at the destination or directly below it (one
+//! per v1 hierarchy); the destination is resolved below the container's root (`RESOLVE_IN_ROOT`).
+//! Other mounts there keep their options. If that fails, or finds no cgroup mount at all, `create`
+//! fails: the protection the spec asked for is never silently missing. The cgroup v2 path of
+//! libcontainer honours `ro` already; there the call changes nothing.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -64,34 +65,24 @@ pub fn readonly_destinations(spec: &Spec) -> Vec<(PathBuf, u64)> {
         .collect()
 }
 
-const CGROUP_SUPER_MAGIC: i64 = 0x0027_E0EB;
-const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+const CGROUP_SUPER_MAGIC: u32 = 0x0027_E0EB;
+const CGROUP2_SUPER_MAGIC: u32 = 0x6367_7270;
 
-/// True if `fd` is the root of a cgroup or cgroup2 mount.
-fn is_cgroup_mount_root(fd: &OwnedFd) -> bool {
-    // SAFETY: fstatfs fills a statfs we own; the fd is open.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
-        return false;
-    }
-    let fs = st.f_type as i64;
+/// True if `fd` is the root of a cgroup or cgroup2 mount. Errors when the kernel cannot say
+/// whether it is a mount root (`STATX_ATTR_MOUNT_ROOT`, 5.8+): never a silent "no".
+fn is_cgroup_mount_root(fd: &OwnedFd) -> std::io::Result<bool> {
+    use rustix::fs::{statx, AtFlags, StatxAttributes, StatxFlags};
+    let fs = rustix::fs::fstatfs(fd)?.f_type as u32;
     if fs != CGROUP_SUPER_MAGIC && fs != CGROUP2_SUPER_MAGIC {
-        return false;
+        return Ok(false);
     }
-    // SAFETY: statx fills a statx we own, for the fd itself (AT_EMPTY_PATH).
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; an empty NUL-terminated path.
-    let rc = unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            0,
-            &mut stx,
-        )
-    };
-    rc == 0 && stx.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0
+    let st = statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::empty())?;
+    if !st.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT) {
+        return Err(std::io::Error::other(
+            "the kernel does not report mount roots (statx STATX_ATTR_MOUNT_ROOT)",
+        ));
+    }
+    Ok(st.stx_attributes.contains(StatxAttributes::MOUNT_ROOT))
 }
 
 fn open_below(
@@ -113,7 +104,8 @@ fn open_below(
 /// container's mount namespace. Only cgroup and cgroup2 mount roots are changed, one by one: a
 /// mount of the spec's own below the destination (a tmpfs asked read-write) keeps its options,
 /// and libcontainer's tmpfs under the v1 hierarchies stays as runc leaves its own (writable).
-fn make_cgroup_mounts_readonly(root: &File, dest: &Path, attrs: u64) -> std::io::Result<()> {
+/// Returns how many mounts were changed.
+fn make_cgroup_mounts_readonly(root: &File, dest: &Path, attrs: u64) -> std::io::Result<usize> {
     use nix::fcntl::ResolveFlag;
     let rel = dest.strip_prefix("/").unwrap_or(dest);
     let top = open_below(
@@ -121,8 +113,10 @@ fn make_cgroup_mounts_readonly(root: &File, dest: &Path, attrs: u64) -> std::io:
         rel,
         ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS,
     )?;
-    if is_cgroup_mount_root(&top) {
-        crate::mount_attr::set(top.as_raw_fd(), attrs, false)?;
+    let mut changed = 0;
+    if is_cgroup_mount_root(&top)? {
+        crate::mount_attr::set(top.as_raw_fd(), attrs)?;
+        changed += 1;
     }
     // The directory's entries, read through a real open of the same directory ("." below the
     // O_PATH fd; /proc/self is not ours in the container's mount namespace).
@@ -132,29 +126,28 @@ fn make_cgroup_mounts_readonly(root: &File, dest: &Path, attrs: u64) -> std::io:
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )?;
-    let names: Vec<std::ffi::OsString> = rustix::fs::Dir::read_from(&dirfd)?
-        .flatten()
-        .filter(|e| e.file_type() == rustix::fs::FileType::Directory)
-        .map(|e| {
-            use std::os::unix::ffi::OsStrExt;
-            std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string()
-        })
-        .filter(|n| n != "." && n != "..")
-        .collect();
-    for name in names {
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&dirfd)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
         // Comount symlinks (cpu -> cpu,cpuacct) are not directories; nothing is followed.
-        let Ok(child) = open_below(
+        if entry.file_type() == rustix::fs::FileType::Directory && name != b"." && name != b".." {
+            use std::os::unix::ffi::OsStrExt;
+            names.push(std::ffi::OsStr::from_bytes(name).to_os_string());
+        }
+    }
+    for name in names {
+        let child = open_below(
             top.as_raw_fd(),
             Path::new(&name),
             ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS,
-        ) else {
-            continue;
-        };
-        if is_cgroup_mount_root(&child) {
-            crate::mount_attr::set(child.as_raw_fd(), attrs, false)?;
+        )?;
+        if is_cgroup_mount_root(&child)? {
+            crate::mount_attr::set(child.as_raw_fd(), attrs)?;
+            changed += 1;
         }
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// Make the spec's read-only cgroup mounts read-only in the mount namespace of process `pid`
@@ -186,8 +179,18 @@ pub fn enforce(pid: i32, spec: &Spec) -> Result<()> {
                         }
                     }
                     for (d, attrs) in &dests {
-                        make_cgroup_mounts_readonly(&root, d, *attrs)
-                            .map_err(|e| (d.clone(), e))?;
+                        // The spec mounted a cgroup filesystem here: finding none would leave
+                        // whatever is there as it is.
+                        match make_cgroup_mounts_readonly(&root, d, *attrs) {
+                            Ok(0) => {
+                                return Err((
+                                    d.clone(),
+                                    std::io::Error::other("no cgroup mount found there"),
+                                ))
+                            }
+                            Ok(_) => {}
+                            Err(e) => return Err((d.clone(), e)),
+                        }
                     }
                     Ok(())
                 },

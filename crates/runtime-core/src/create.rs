@@ -96,12 +96,6 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
     let rootless = crate::net::rootless();
     let (mut eff, changed) =
         prepare::effective_spec(spec, &rootfs, &o.id, g.systemd_cgroup, is_root, rootless);
-    if rewritten {
-        // Written to the effective bundle too: its rootfs must then be absolute.
-        if let Some(r) = eff.root_mut() {
-            r.set_path(rootfs.clone());
-        }
-    }
     let mut changed = changed || rewritten;
     // Hooks are run through a wrapper that gives them the right state (the user's bundle,
     // prestart's status), names the one that fails, and makes poststart and poststop failures
@@ -110,9 +104,6 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
     if let Some(mut hooks) = eff.hooks().clone() {
         if crate::hook_state::wrap_hooks(&mut hooks, &bundle, &crumb) {
             eff.set_hooks(Some(hooks));
-            if let Some(r) = eff.root_mut() {
-                r.set_path(rootfs.clone());
-            }
             changed = true;
         }
     }
@@ -121,14 +112,15 @@ pub(crate) fn create_with(g: &Globals, o: &CreateOptions, detached: bool) -> Res
     if let Some(p) = eff.process_mut() {
         if crate::home::ensure(p, &rootfs, false) {
             home_added = true;
-            if let Some(r) = eff.root_mut() {
-                r.set_path(rootfs.clone());
-            }
             changed = true;
         }
     }
     let eff_dir = prepare::effective_bundle_dir(&root, &o.id);
     let lc_bundle = if changed {
+        // The effective bundle lives elsewhere: its rootfs must be absolute.
+        if let Some(r) = eff.root_mut() {
+            r.set_path(rootfs.clone());
+        }
         prepare::write_bundle(&eff_dir, &eff)?;
         if home_added {
             // exec of another user must not inherit the HOME the runtime chose for this one.

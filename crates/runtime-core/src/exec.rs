@@ -215,13 +215,14 @@ pub fn exec(g: &Globals, o: &ExecOptions) -> Result<i32> {
     // HOME is resolved here, in the container's own view of its root (its mounts included),
     // never by libcontainer through NSS inside the container (see home).
     let mut process = process;
-    if let Some(pid) = c.pid() {
-        crate::home::ensure(
-            &mut process,
-            &Path::new("/proc").join(pid.to_string()).join("root"),
-            true,
-        );
-    }
+    let pid = c
+        .pid()
+        .ok_or_else(|| Error::runtime(format!("container {} is running but has no pid", o.id)))?;
+    crate::home::ensure(
+        &mut process,
+        &Path::new("/proc").join(pid.to_string()).join("root"),
+        true,
+    );
     let terminal = process.terminal().unwrap_or(false);
     if terminal && o.detach && console.is_none() {
         return Err(Error::invalid(

@@ -50,17 +50,17 @@ pub fn missing(p: &Process) -> bool {
 
 /// Remove every `HOME` entry from `p`'s environment.
 pub fn unset(p: &mut Process) {
-    let mut env = p.env().clone().unwrap_or_default();
-    env.retain(|e| key(e) != "HOME");
-    p.set_env(Some(env));
+    if let Some(env) = p.env_mut() {
+        env.retain(|e| key(e) != "HOME");
+    }
 }
 
 /// Set `HOME=home` in `p`'s environment (replacing any other `HOME` entry).
 pub fn set(p: &mut Process, home: &str) {
     unset(p);
-    let mut env = p.env().clone().unwrap_or_default();
-    env.push(format!("HOME={home}"));
-    p.set_env(Some(env));
+    p.env_mut()
+        .get_or_insert_with(Vec::new)
+        .push(format!("HOME={home}"));
 }
 
 /// The home directory of `uid` in the text of an `/etc/passwd` (`name:pw:uid:gid:gecos:home:shell`);
@@ -96,7 +96,7 @@ fn read_passwd(root: &Path, running: bool) -> Option<Vec<u8>> {
     // SAFETY: openat2 just returned this fd; nothing else owns it.
     let handle = unsafe { File::from_raw_fd(fd) };
     let meta = handle.metadata().ok()?;
-    if !meta.is_file() || meta.len() > MAX_PASSWD || (running && !on_disk_filesystem(&handle)) {
+    if !meta.is_file() || meta.len() > MAX_PASSWD || (running && !on_data_filesystem(&handle)) {
         return None;
     }
     // Reopening the O_PATH handle opens the same inode, whatever happened to the path since.
@@ -114,7 +114,7 @@ fn read_passwd(root: &Path, running: bool) -> Option<Vec<u8>> {
 /// sysfs and the like, whose regular files can have effects when the runtime (host root) reads
 /// them (a symlink to `/proc/kmsg` consumed the host's kernel log), nor FUSE, whose server the
 /// container may run (a read could block the runtime).
-const DATA_FILESYSTEMS: &[i64] = &[
+const DATA_FILESYSTEMS: &[u32] = &[
     0xEF53,      // ext2/3/4
     0x5846_5342, // xfs
     0x9123_683E, // btrfs
@@ -127,14 +127,9 @@ const DATA_FILESYSTEMS: &[i64] = &[
     0x2FC1_2FC1, // zfs
 ];
 
-fn on_disk_filesystem(f: &File) -> bool {
-    // SAFETY: fstatfs fills a statfs we own; fstatfs works on O_PATH descriptors.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; f is open.
-    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) } != 0 {
-        return false;
-    }
-    DATA_FILESYSTEMS.contains(&(st.f_type as i64))
+/// True if `f` (an `O_PATH` handle is enough) is on one of [`DATA_FILESYSTEMS`].
+fn on_data_filesystem(f: &File) -> bool {
+    rustix::fs::fstatfs(f).is_ok_and(|st| DATA_FILESYSTEMS.contains(&(st.f_type as u32)))
 }
 
 /// `HOME` for `uid` in the container whose root directory is `root`: its `/etc/passwd` entry's
@@ -307,10 +302,10 @@ dup:x:1000:1000::/home/second:/bin/sh\n";
                 .unwrap()
         };
         // Regular files whose reading by host root has effects or reveals the host.
-        assert!(!on_disk_filesystem(&opath("/proc/self/environ")));
-        assert!(!on_disk_filesystem(&opath("/sys/kernel/notes")));
+        assert!(!on_data_filesystem(&opath("/proc/self/environ")));
+        assert!(!on_data_filesystem(&opath("/sys/kernel/notes")));
         let t = tempfile::NamedTempFile::new().unwrap();
-        assert!(on_disk_filesystem(&opath(t.path().to_str().unwrap())));
+        assert!(on_data_filesystem(&opath(t.path().to_str().unwrap())));
     }
 
     #[test]

@@ -18,25 +18,21 @@ struct MountAttr {
 }
 
 /// Set the attributes `set` on the mount that `fd` (an `O_PATH` or `open_tree` fd) is the root
-/// of; with `recursive`, on every mount below it too.
-pub fn set(fd: RawFd, set: u64, recursive: bool) -> io::Result<()> {
+/// of (that mount only, not those below it).
+pub fn set(fd: RawFd, set: u64) -> io::Result<()> {
     let attr = MountAttr {
         attr_set: set,
         attr_clr: 0,
         propagation: 0,
         userns_fd: 0,
     };
-    let mut flags = libc::AT_EMPTY_PATH;
-    if recursive {
-        flags |= libc::AT_RECURSIVE;
-    }
     // SAFETY: mount_setattr reads `attr` (of the size we pass) and changes the mounts at fd.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
             fd,
             c"".as_ptr(),
-            flags,
+            libc::AT_EMPTY_PATH,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )

@@ -70,7 +70,6 @@ fn readonly_clone() -> io::Result<OwnedFd> {
     crate::mount_attr::set(
         tree.as_raw_fd(),
         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        false,
     )?;
     if !on_readonly_mount(tree.as_raw_fd()) {
         return Err(io::Error::other("detached mount is not read-only"));
