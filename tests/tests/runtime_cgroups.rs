@@ -187,6 +187,14 @@ fn events_streams_until_the_container_stops() {
     ctx.assert_clean();
 }
 
+/// The cgroup mount of `runc spec` (and Docker's, Podman's): read-only.
+fn ro_cgroup_mount() -> serde_json::Value {
+    serde_json::json!({
+        "destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+        "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]
+    })
+}
+
 /// The spec's read-only cgroup mount is read-only inside the container (libcontainer 0.7 binds
 /// v1 hierarchies read-write whatever the spec says): the container can neither lift its own
 /// pids limit nor leave a sub-cgroup behind that would make `delete` fail, as under runc. A
@@ -207,10 +215,7 @@ fn read_only_cgroup_mount_cannot_be_written() {
     );
     let mut ctx = Ctx::new("cgro", &["sh", "-c", &script]);
     let mounts = ctx.spec["mounts"].as_array_mut().unwrap();
-    mounts.push(serde_json::json!({
-        "destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
-        "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]
-    }));
+    mounts.push(ro_cgroup_mount());
     mounts.push(serde_json::json!({
         "destination": "/sys/fs/cgroup/data", "type": "tmpfs", "source": "tmpfs",
         "options": ["rw", "size=64k"]
@@ -256,10 +261,7 @@ fn read_only_cgroup_mount_cannot_be_written() {
 fn read_only_cgroup_mount_that_cannot_be_found_fails_create() {
     let mut ctx = Ctx::new("cgrohid", &["true"]);
     let mounts = ctx.spec["mounts"].as_array_mut().unwrap();
-    mounts.push(serde_json::json!({
-        "destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
-        "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]
-    }));
+    mounts.push(ro_cgroup_mount());
     mounts.push(serde_json::json!({
         "destination": "/sys/fs/cgroup", "type": "tmpfs", "source": "tmpfs",
         "options": ["rw", "size=64k"]
