@@ -2,10 +2,11 @@
 //! times, (a) plain and (b) under a NOTIFY filter on execve/execveat with the
 //! supervisor answering. Both runs re-execute this binary first (as the
 //! filtered helper in (b)), so they differ only in the filter and the
-//! supervisor.
+//! supervisor. With `ARGS` > 0, each `/bin/true` gets that many arguments
+//! shaped like a compiler's (`-Iinclude/dir7`), as a build's processes have.
 //!
 //! ```text
-//! CARGO_TARGET_DIR=/work/target-execaudit cargo run --release -p shadow-execaudit --example exec_cost [rounds]
+//! CARGO_TARGET_DIR=/work/target-execaudit cargo run --release -p shadow-execaudit --example exec_cost [rounds] [ARGS]
 //! ```
 
 use std::io::IoSlice;
@@ -19,9 +20,17 @@ use libseccomp::{ScmpAction, ScmpFilterContext, ScmpSyscall};
 use nix::sys::socket::{self, ControlMessage, MsgFlags, UnixAddr};
 use shadow_execaudit::Listener;
 
-const LOOP: &str = "i=0; while [ $i -lt 1000 ]; do /bin/true; i=$((i+1)); done";
 const ROLE: &str = "EXEC_COST_ROLE";
 const SOCKET: &str = "EXEC_COST_SOCKET";
+const ARGS: &str = "EXEC_COST_ARGS";
+
+fn shell_loop(args: usize) -> String {
+    let argv: Vec<String> = (0..args).map(|i| format!("-Iinclude/dir{i}")).collect();
+    format!(
+        "i=0; while [ $i -lt 1000 ]; do /bin/true {}; i=$((i+1)); done",
+        argv.join(" ")
+    )
+}
 
 fn main() {
     match std::env::var(ROLE).as_deref() {
@@ -35,7 +44,10 @@ fn main() {
 }
 
 fn exec_loop() -> ! {
-    let err = Command::new("/bin/sh").args(["-c", LOOP]).exec();
+    let args = std::env::var(ARGS).map_or(0, |a| a.parse().unwrap());
+    let err = Command::new("/bin/sh")
+        .args(["-c", &shell_loop(args)])
+        .exec();
     panic!("exec /bin/sh: {err}");
 }
 
@@ -127,6 +139,13 @@ fn bench() {
         .nth(1)
         .map(|s| s.parse().unwrap())
         .unwrap_or(9);
+    let args: usize = std::env::args()
+        .nth(2)
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(0);
+    // SAFETY: single-threaded here (no supervisor runs yet); children
+    // inherit it.
+    unsafe { std::env::set_var(ARGS, args.to_string()) };
     // Warm-up (page cache, binary loading).
     plain();
     audited();
@@ -145,7 +164,7 @@ fn bench() {
     println!("audited ms: {:?}", fmt(&a));
     let (mp, ma) = (median(&mut p), median(&mut a));
     println!(
-        "median over {rounds} rounds, 1000 execs each: plain {:.1} ms, audited {:.1} ms, ratio {:.3} ({:+.1}%), {:.1} µs per exec",
+        "median over {rounds} rounds, 1000 execs each ({args} extra args): plain {:.1} ms, audited {:.1} ms, ratio {:.3} ({:+.1}%), {:.1} µs per exec",
         ms(mp),
         ms(ma),
         ma.as_secs_f64() / mp.as_secs_f64(),

@@ -1,9 +1,11 @@
 //! Turning one seccomp notification into an [`ExecEvent`].
 //!
 //! Everything here runs while the caller is blocked in its exec, so it is
-//! kept to a few syscalls: one `process_vm_readv` per string (two if it
-//! crosses a page), one for the argv array, the parent pid
-//! (`PIDFD_GET_INFO`, or `/proc/pid/stat`) and `readlink /proc/pid/cwd`.
+//! kept to a few syscalls: usually two `process_vm_readv` calls whatever
+//! the number of arguments (one for the 4 KiB chunks holding the filename
+//! and the argv array, one for the chunks the argv strings point into; see
+//! [`ReadAhead`]), the parent pid (`PIDFD_GET_INFO`, or `/proc/pid/stat`)
+//! and `readlink /proc/pid/cwd`.
 
 use std::io::IoSliceMut;
 use std::io::{self, Read};
@@ -118,22 +120,108 @@ pub(crate) fn is_exec(req: &libc::seccomp_notif) -> bool {
         && (req.data.nr == SYS_EXECVE || req.data.nr == SYS_EXECVEAT)
 }
 
+/// At most this many chunks are read ahead per decode (64 KiB).
+const READAHEAD_CHUNKS: usize = 16;
+
+/// 4 KiB chunks of the caller's memory, read together in one
+/// `process_vm_readv` (one remote iovec per chunk), for one decode.
+///
+/// Why: each `process_vm_readv` looks the task up and checks ptrace access
+/// again (~3 µs here) while the exec waits, and a compiler's argv has dozens
+/// of strings, usually packed on one or two pages. A chunk is kept only if
+/// the kernel read it whole; anything else (not read ahead, unmapped, the
+/// batch cut short by an earlier bad chunk) is read on its own exactly as
+/// before, so results and errors do not depend on what was read ahead.
+#[derive(Debug)]
+struct ReadAhead {
+    /// Base addresses (multiples of [`CHUNK`]) of the chunks in `buf`.
+    bases: Vec<u64>,
+    buf: Box<[u8]>,
+}
+
+impl ReadAhead {
+    fn new() -> Self {
+        ReadAhead {
+            bases: Vec::with_capacity(READAHEAD_CHUNKS),
+            buf: vec![0; READAHEAD_CHUNKS * CHUNK].into_boxed_slice(),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.bases.clear();
+    }
+
+    /// Where `addr..addr + len` is in `buf`, if its chunk was read ahead.
+    /// `len` never crosses a chunk boundary (callers cut at [`CHUNK`]).
+    fn find(&self, addr: u64, len: usize) -> Option<std::ops::Range<usize>> {
+        let base = chunk_base(addr);
+        let i = self.bases.iter().position(|&b| b == base)?;
+        let start = i * CHUNK + (addr - base) as usize;
+        debug_assert!((addr - base) as usize + len <= CHUNK);
+        Some(start..start + len)
+    }
+
+    /// Read the chunks holding `addrs` that are not here yet, in one call,
+    /// while there is room. Returns the number of calls made (0 or 1).
+    fn fetch(&mut self, pid: Pid, addrs: impl IntoIterator<Item = u64>) -> u64 {
+        let first = self.bases.len();
+        let mut wanted = Vec::new();
+        for base in addrs.into_iter().map(chunk_base) {
+            if first + wanted.len() == READAHEAD_CHUNKS {
+                break;
+            }
+            if !self.bases.contains(&base) && !wanted.contains(&base) {
+                wanted.push(base);
+            }
+        }
+        if wanted.is_empty() {
+            return 0;
+        }
+        let remote: Vec<RemoteIoVec> = wanted
+            .iter()
+            .map(|&b| RemoteIoVec {
+                base: b as usize,
+                len: CHUNK,
+            })
+            .collect();
+        let mut local: Vec<IoSliceMut<'_>> = self.buf[first * CHUNK..]
+            .chunks_mut(CHUNK)
+            .take(wanted.len())
+            .map(IoSliceMut::new)
+            .collect();
+        // The kernel stops at the first chunk it cannot read, and a chunk
+        // never spans two pages, so the first n / CHUNK chunks are whole.
+        let whole = process_vm_readv(pid, &mut local, &remote).map_or(0, |n| n / CHUNK);
+        self.bases.extend_from_slice(&wanted[..whole]);
+        1
+    }
+}
+
+fn chunk_base(addr: u64) -> u64 {
+    addr & !(CHUNK as u64 - 1)
+}
+
 /// Reusable buffers for decoding; one per supervisor thread.
 #[derive(Debug)]
 pub(crate) struct Decoder {
     chunk: Box<[u8]>,
+    ahead: ReadAhead,
     ptr_bytes: Vec<u8>,
     /// The kernel supports `PIDFD_GET_INFO` on thread pidfds (until shown
     /// otherwise).
     pidfd_info: bool,
+    /// `process_vm_readv` calls made so far (what the read-ahead saves).
+    remote_reads: u64,
 }
 
 impl Decoder {
     pub(crate) fn new() -> Self {
         Decoder {
             chunk: vec![0; CHUNK].into_boxed_slice(),
+            ahead: ReadAhead::new(),
             ptr_bytes: Vec::with_capacity((MAX_ARGS + 1) * 8),
             pidfd_info: true,
+            remote_reads: 0,
         }
     }
 
@@ -217,6 +305,8 @@ impl Decoder {
     }
 
     fn read_call(&mut self, pid: Pid, path_ptr: u64, argv_ptr: u64, ev: &mut ExecEvent) {
+        self.ahead.clear();
+        self.remote_reads += self.ahead.fetch(pid, [path_ptr, argv_ptr]);
         let mut budget = MAX_TOTAL;
         let s = self.read_cstr(pid, path_ptr, MAX_STR.min(budget));
         budget -= s.text.len();
@@ -235,6 +325,7 @@ impl Decoder {
         }
         let n = ptrs.len().min(MAX_ARGS);
         ev.truncated |= ptrs.len() > MAX_ARGS;
+        self.remote_reads += self.ahead.fetch(pid, ptrs[..n].iter().copied());
         ev.argv.reserve_exact(n);
         for (i, &p) in ptrs[..n].iter().enumerate() {
             if budget == 0 {
@@ -259,11 +350,11 @@ impl Decoder {
         loop {
             // One byte more than `max` tells "exactly max long" from "longer".
             let want = (max + 1 - out.len()).min(CHUNK - (addr as usize % CHUNK));
-            let got = match read_remote(pid, addr, &mut self.chunk[..want]) {
-                Ok(got) => got,
+            let chunk = match self.read_at(pid, addr, want) {
+                Ok(chunk) => chunk,
                 Err(e) => return RemoteStr::new(out, false, Some(e)),
             };
-            let chunk = &self.chunk[..got];
+            let got = chunk.len();
             if let Some(end) = chunk.iter().position(|&b| b == 0) {
                 out.extend_from_slice(&chunk[..end]);
                 return RemoteStr::new(out, false, None);
@@ -287,11 +378,16 @@ impl Decoder {
         let mut addr = addr;
         while ptrs.len() < max {
             let want = (max * 8 - self.ptr_bytes.len()).min(CHUNK - (addr as usize % CHUNK));
-            let got = match read_remote(pid, addr, &mut self.chunk[..want]) {
-                Ok(got) => got,
+            let range = match self.read_range(pid, addr, want) {
+                Ok(range) => range,
                 Err(e) => return (ptrs, Some(e)),
             };
-            self.ptr_bytes.extend_from_slice(&self.chunk[..got]);
+            let got = range.1.len();
+            let src = match range.0 {
+                Src::Ahead => &self.ahead.buf[range.1],
+                Src::Chunk => &self.chunk[range.1],
+            };
+            self.ptr_bytes.extend_from_slice(src);
             // A pointer may straddle two chunks if the array is unaligned.
             while (ptrs.len() + 1) * 8 <= self.ptr_bytes.len() {
                 let off = ptrs.len() * 8;
@@ -308,6 +404,39 @@ impl Decoder {
             }
         }
         (ptrs, None)
+    }
+}
+
+/// Which buffer [`Decoder::read_range`] left the bytes in.
+enum Src {
+    Ahead,
+    Chunk,
+}
+
+impl Decoder {
+    /// `want` bytes (not crossing a chunk boundary) at `addr` in the
+    /// caller: from the read-ahead if there, else read now (fewer bytes if
+    /// the read comes up short).
+    fn read_range(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        want: usize,
+    ) -> Result<(Src, std::ops::Range<usize>), Errno> {
+        if let Some(r) = self.ahead.find(addr, want) {
+            return Ok((Src::Ahead, r));
+        }
+        self.remote_reads += 1;
+        let got = read_remote(pid, addr, &mut self.chunk[..want])?;
+        Ok((Src::Chunk, 0..got))
+    }
+
+    fn read_at(&mut self, pid: Pid, addr: u64, want: usize) -> Result<&[u8], Errno> {
+        let (src, r) = self.read_range(pid, addr, want)?;
+        Ok(match src {
+            Src::Ahead => &self.ahead.buf[r],
+            Src::Chunk => &self.chunk[r],
+        })
     }
 }
 
@@ -660,6 +789,88 @@ mod tests {
         );
         // SAFETY: unmapping the first page we mapped above.
         unsafe { libc::munmap(base as *mut _, CHUNK) };
+    }
+
+    #[test]
+    fn a_long_argv_costs_a_few_remote_reads() {
+        // As a compiler's command line: 60 strings packed together.
+        let items: Vec<String> = (0..60).map(|i| format!("-Iinclude/dir{i}")).collect();
+        let packed: Vec<u8> = items.iter().flat_map(|s| s.bytes().chain([0])).collect();
+        let mut ptrs: Vec<u64> = Vec::new();
+        let mut at = packed.as_ptr() as u64;
+        for s in &items {
+            ptrs.push(at);
+            at += s.len() as u64 + 1;
+        }
+        ptrs.push(0);
+        let path = CString::new("/usr/bin/cc").unwrap();
+        let mut d = Decoder::new();
+        let ev = d.decode(&req(
+            SYS_EXECVE,
+            [path.as_ptr() as u64, ptrs.as_ptr() as u64, 0, 0, 0, 0],
+        ));
+        assert_eq!(
+            (ev.path.as_str(), ev.error.as_deref()),
+            ("/usr/bin/cc", None)
+        );
+        assert_eq!(ev.argv, items);
+        // Filename and array chunks in one call, the strings' chunks in
+        // another (none if already read), one more if the array crosses a
+        // chunk; one read per string would be 62.
+        assert!(d.remote_reads <= 3, "{} reads", d.remote_reads);
+    }
+
+    #[test]
+    fn read_ahead_stopped_by_an_unmapped_chunk_gives_the_same_result() {
+        // Three pages: A and C mapped, B in between unmapped.
+        // SAFETY: plain anonymous mapping, used only by this test.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                3 * CHUNK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let base = base as *mut u8;
+        // SAFETY: offsets inside the mapping; B is ours to unmap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(c"in-a".as_ptr().cast(), base, 5);
+            std::ptr::copy_nonoverlapping(c"in-c".as_ptr().cast(), base.add(2 * CHUNK), 5);
+            libc::munmap(base.add(CHUNK) as *mut _, CHUNK);
+        }
+        let (a, b, c) = (
+            base as u64,
+            base as u64 + CHUNK as u64 + 8,
+            base as u64 + 2 * CHUNK as u64,
+        );
+        let path = CString::new("/p").unwrap();
+        let mut d = Decoder::new();
+        // B's chunk stops the batch before C: C is read on its own.
+        let ptrs = [a, c, a, 0u64];
+        let ev = d.decode(&req(
+            SYS_EXECVE,
+            [path.as_ptr() as u64, ptrs.as_ptr() as u64, 0, 0, 0, 0],
+        ));
+        assert_eq!(ev.argv, ["in-a", "in-c", "in-a"]);
+        assert_eq!(ev.error, None);
+        // An unreadable string ends the argv there, as without read-ahead.
+        let ptrs = [a, b, c, 0u64];
+        let ev = d.decode(&req(
+            SYS_EXECVE,
+            [path.as_ptr() as u64, ptrs.as_ptr() as u64, 0, 0, 0, 0],
+        ));
+        assert_eq!(ev.argv, ["in-a", ""]);
+        let err = ev.error.unwrap();
+        assert!(err.starts_with(&format!("argv[1] at {b:#x}")), "{err}");
+        // SAFETY: unmapping the two pages still mapped.
+        unsafe {
+            libc::munmap(base as *mut _, CHUNK);
+            libc::munmap(base.add(2 * CHUNK) as *mut _, CHUNK);
+        }
     }
 
     #[test]
