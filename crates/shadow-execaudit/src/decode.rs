@@ -131,7 +131,12 @@ const READAHEAD_CHUNKS: usize = 16;
 /// of strings, usually packed on one or two pages. A chunk is kept only if
 /// the kernel read it whole; anything else (not read ahead, unmapped, the
 /// batch cut short by an earlier bad chunk) is read on its own exactly as
-/// before, so results and errors do not depend on what was read ahead.
+/// before, so results and errors do not depend on what was read ahead (a
+/// test compares both on random layouts). One difference: the pages of up
+/// to 16 argv strings are touched even when decoding stops earlier (a bad
+/// string, the 64 KiB budget). A caller that points argv into a page that
+/// blocks on access (e.g. a FUSE-backed mapping) could always block us with
+/// `argv[0]`; it now can with a later entry too.
 #[derive(Debug)]
 struct ReadAhead {
     /// Base addresses (multiples of [`CHUNK`]) of the chunks in `buf`.
@@ -212,6 +217,9 @@ pub(crate) struct Decoder {
     pidfd_info: bool,
     /// `process_vm_readv` calls made so far (what the read-ahead saves).
     remote_reads: u64,
+    /// Use [`ReadAhead`] (always, outside tests: they turn it off to
+    /// compare with reading every chunk on its own).
+    read_ahead: bool,
 }
 
 impl Decoder {
@@ -222,6 +230,7 @@ impl Decoder {
             ptr_bytes: Vec::with_capacity((MAX_ARGS + 1) * 8),
             pidfd_info: true,
             remote_reads: 0,
+            read_ahead: true,
         }
     }
 
@@ -306,7 +315,9 @@ impl Decoder {
 
     fn read_call(&mut self, pid: Pid, path_ptr: u64, argv_ptr: u64, ev: &mut ExecEvent) {
         self.ahead.clear();
-        self.remote_reads += self.ahead.fetch(pid, [path_ptr, argv_ptr]);
+        if self.read_ahead {
+            self.remote_reads += self.ahead.fetch(pid, [path_ptr, argv_ptr]);
+        }
         let mut budget = MAX_TOTAL;
         let s = self.read_cstr(pid, path_ptr, MAX_STR.min(budget));
         budget -= s.text.len();
@@ -325,7 +336,9 @@ impl Decoder {
         }
         let n = ptrs.len().min(MAX_ARGS);
         ev.truncated |= ptrs.len() > MAX_ARGS;
-        self.remote_reads += self.ahead.fetch(pid, ptrs[..n].iter().copied());
+        if self.read_ahead {
+            self.remote_reads += self.ahead.fetch(pid, ptrs[..n].iter().copied());
+        }
         ev.argv.reserve_exact(n);
         for (i, &p) in ptrs[..n].iter().enumerate() {
             if budget == 0 {
@@ -820,14 +833,122 @@ mod tests {
         assert!(d.remote_reads <= 3, "{} reads", d.remote_reads);
     }
 
+    /// Pages A, A+1 and C mapped, B unmapped, in this order; the filename
+    /// and the argv array live in A, so the first batch is A alone.
+    struct Layout {
+        base: *mut u8,
+    }
+
+    impl Layout {
+        const PAGES: usize = 4;
+
+        fn new() -> Self {
+            // SAFETY: plain anonymous mapping, used only by this test.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    Self::PAGES * CHUNK,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(base, libc::MAP_FAILED);
+            let base = base as *mut u8;
+            // SAFETY: B (page 2) is inside our mapping.
+            unsafe { libc::munmap(base.add(2 * CHUNK) as *mut _, CHUNK) };
+            Layout { base }
+        }
+
+        fn page(&self, n: usize) -> u64 {
+            self.base as u64 + (n * CHUNK) as u64
+        }
+
+        /// Copy `bytes` to `addr`, which must be in a mapped page of ours.
+        fn put(&self, addr: u64, bytes: &[u8]) {
+            let off = (addr - self.base as u64) as usize;
+            assert!(
+                off + bytes.len() <= Self::PAGES * CHUNK && !(2 * CHUNK..3 * CHUNK).contains(&off)
+            );
+            // SAFETY: inside the mapping, outside the unmapped page (checked).
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(off), bytes.len())
+            };
+        }
+
+        /// Decode execve(path at A+0, argv at A+512 = `ptrs` + NULL).
+        fn decode(&self, d: &mut Decoder, ptrs: &[u64]) -> ExecEvent {
+            let (path, array) = (self.page(0), self.page(0) + 512);
+            self.put(path, b"/p\0");
+            let words: Vec<u8> = ptrs
+                .iter()
+                .chain([&0])
+                .flat_map(|p| p.to_ne_bytes())
+                .collect();
+            self.put(array, &words);
+            d.decode(&req(SYS_EXECVE, [path, array, 0, 0, 0, 0]))
+        }
+    }
+
+    impl Drop for Layout {
+        fn drop(&mut self) {
+            // SAFETY: unmapping what we mapped (munmap ignores the hole).
+            unsafe { libc::munmap(self.base as *mut _, Self::PAGES * CHUNK) };
+        }
+    }
+
     #[test]
-    fn read_ahead_stopped_by_an_unmapped_chunk_gives_the_same_result() {
-        // Three pages: A and C mapped, B in between unmapped.
+    fn read_ahead_cut_short_by_an_unmapped_chunk_gives_the_same_result() {
+        let l = Layout::new();
+        let (a, a1, b, c) = (l.page(0) + 1024, l.page(1) + 8, l.page(2) + 8, l.page(3));
+        l.put(a, b"in-a\0");
+        l.put(a1, b"in-a1\0");
+        l.put(c, b"in-c\0");
+
+        // B is not wanted: A+1 and C come in the second batch.
+        let mut d = Decoder::new();
+        let ev = l.decode(&mut d, &[a, c, a1]);
+        assert_eq!(ev.argv, ["in-a", "in-c", "in-a1"]);
+        assert_eq!(ev.error, None);
+        assert_eq!(d.remote_reads, 2);
+
+        // s0 runs from the end of A into A+1; the batch [B, A+1] fails at B,
+        // so A+1 is read on its own for s0, and s1 ends the argv.
+        let s0 = l.page(1) - 3;
+        l.put(s0, b"xyz");
+        l.put(l.page(1), b"tail\0");
+        let mut d = Decoder::new();
+        let ev = l.decode(&mut d, &[s0, b, a1]);
+        assert_eq!(ev.argv, ["xyztail", ""]);
+        let err = ev.error.unwrap();
+        assert!(err.starts_with(&format!("argv[1] at {b:#x}")), "{err}");
+        // Batch 1 (A), batch 2 (failed at B), A+1 for s0, B for s1.
+        assert_eq!(d.remote_reads, 4);
+
+        // A filename in B fails the first batch: the array is read on its
+        // own and the argv is still decoded.
+        let mut d = Decoder::new();
+        let ptrs = [a, 0u64];
+        let ev = d.decode(&req(SYS_EXECVE, [b, ptrs.as_ptr() as u64, 0, 0, 0, 0]));
+        assert_eq!(ev.path, "");
+        assert_eq!(ev.argv, ["in-a"]);
+        let err = ev.error.unwrap();
+        assert!(err.starts_with(&format!("filename at {b:#x}")), "{err}");
+    }
+
+    /// Random layouts (unmapped and PROT_NONE pages, strings crossing chunks,
+    /// unaligned and unterminated arrays, wild pointers): the same event with
+    /// and without read-ahead, and again with a reused decoder.
+    #[test]
+    fn read_ahead_never_changes_the_event() {
+        const PAGES: usize = 8;
+        const LEN: usize = PAGES * CHUNK;
         // SAFETY: plain anonymous mapping, used only by this test.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                3 * CHUNK,
+                LEN,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
@@ -836,41 +957,97 @@ mod tests {
         };
         assert_ne!(base, libc::MAP_FAILED);
         let base = base as *mut u8;
-        // SAFETY: offsets inside the mapping; B is ours to unmap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(c"in-a".as_ptr().cast(), base, 5);
-            std::ptr::copy_nonoverlapping(c"in-c".as_ptr().cast(), base.add(2 * CHUNK), 5);
-            libc::munmap(base.add(CHUNK) as *mut _, CHUNK);
+        let b = base as u64;
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let wild = [
+            u64::MAX,
+            u64::MAX - 7,
+            0xFFFF_FFFF_FFFF_F000,
+            8,
+            4095,
+            b + CHUNK as u64 - 1,
+            b + 2 * CHUNK as u64 - 1,
+        ];
+        for round in 0..1000 {
+            // SAFETY: remaps our own range afresh (MAP_FIXED over it).
+            let again = unsafe {
+                libc::mmap(
+                    base as *mut _,
+                    LEN,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            assert_eq!(again, base as *mut _);
+            // SAFETY: the whole range is mapped read-write right now.
+            let mem = unsafe { std::slice::from_raw_parts_mut(base, LEN) };
+            let density = [2u64, 50, 400, 5000][(rnd() % 4) as usize];
+            for byte in mem.iter_mut() {
+                let r = rnd();
+                *byte = if r % density == 0 {
+                    0
+                } else {
+                    b'a' + ((r >> 8) % 26) as u8
+                };
+            }
+            let nptr = (rnd() % 300) as usize;
+            let arr_off = rnd() as usize % (LEN - (nptr + 1) * 8);
+            for k in 0..nptr {
+                let r = rnd();
+                let p = match r % 10 {
+                    0 => wild[(r >> 8) as usize % wild.len()],
+                    1 => b + ((r >> 8) % PAGES as u64 + 1) * CHUNK as u64 - 1 - (r >> 20) % 6,
+                    _ => b + (r >> 8) % LEN as u64,
+                };
+                let at = arr_off + k * 8;
+                mem[at..at + 8].copy_from_slice(&p.max(1).to_ne_bytes());
+            }
+            if rnd() % 4 != 0 {
+                let at = arr_off + nptr * 8;
+                mem[at..at + 8].copy_from_slice(&0u64.to_ne_bytes());
+            }
+            let path = match rnd() % 5 {
+                0 => 0,
+                1 => wild[rnd() as usize % wild.len()],
+                _ => b + rnd() % LEN as u64,
+            };
+            let argv = match rnd() % 8 {
+                0 => 0,
+                1 => wild[rnd() as usize % wild.len()],
+                _ => b + arr_off as u64,
+            };
+            for pg in 0..PAGES {
+                let at = b as usize + pg * CHUNK;
+                match rnd() % 6 {
+                    // SAFETY: a page of our own mapping; nothing else uses it.
+                    0 => unsafe { libc::munmap(at as *mut _, CHUNK) },
+                    // SAFETY: as above.
+                    1 => unsafe { libc::mprotect(at as *mut _, CHUNK, libc::PROT_NONE) },
+                    _ => 0,
+                };
+            }
+            let r = if round % 2 == 0 {
+                req(SYS_EXECVE, [path, argv, 0, 0, 0, 0])
+            } else {
+                req(SYS_EXECVEAT, [libc::AT_FDCWD as u64, path, argv, 0, 0, 0])
+            };
+            let mut ahead = Decoder::new();
+            let mut plain = Decoder::new();
+            plain.read_ahead = false;
+            let want = plain.decode(&r);
+            assert_eq!(ahead.decode(&r), want, "round {round}");
+            assert_eq!(ahead.decode(&r), want, "round {round}, reused decoder");
         }
-        let (a, b, c) = (
-            base as u64,
-            base as u64 + CHUNK as u64 + 8,
-            base as u64 + 2 * CHUNK as u64,
-        );
-        let path = CString::new("/p").unwrap();
-        let mut d = Decoder::new();
-        // B's chunk stops the batch before C: C is read on its own.
-        let ptrs = [a, c, a, 0u64];
-        let ev = d.decode(&req(
-            SYS_EXECVE,
-            [path.as_ptr() as u64, ptrs.as_ptr() as u64, 0, 0, 0, 0],
-        ));
-        assert_eq!(ev.argv, ["in-a", "in-c", "in-a"]);
-        assert_eq!(ev.error, None);
-        // An unreadable string ends the argv there, as without read-ahead.
-        let ptrs = [a, b, c, 0u64];
-        let ev = d.decode(&req(
-            SYS_EXECVE,
-            [path.as_ptr() as u64, ptrs.as_ptr() as u64, 0, 0, 0, 0],
-        ));
-        assert_eq!(ev.argv, ["in-a", ""]);
-        let err = ev.error.unwrap();
-        assert!(err.starts_with(&format!("argv[1] at {b:#x}")), "{err}");
-        // SAFETY: unmapping the two pages still mapped.
-        unsafe {
-            libc::munmap(base as *mut _, CHUNK);
-            libc::munmap(base.add(2 * CHUNK) as *mut _, CHUNK);
-        }
+        // SAFETY: unmapping our own range.
+        unsafe { libc::munmap(base as *mut _, LEN) };
     }
 
     #[test]
